@@ -1,0 +1,1 @@
+"""The `triage` command line: thin typer wrappers over library functions."""

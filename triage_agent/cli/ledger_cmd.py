@@ -1,0 +1,66 @@
+"""`triage ledger show|export`: what a reviewer reads."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..ledger import dumps_state
+from ..ledger_view import hypothesis_rows, to_markdown
+from .common import CaseOpt, WorkspaceOpt, console, ledger_for
+
+ledger_app = typer.Typer(help="Read the evidence ledger.", no_args_is_help=True)
+
+
+class ExportFormat(StrEnum):
+    md = "md"
+    json = "json"
+
+
+@ledger_app.command("show")
+def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
+    """A table of hypotheses: status, classification, evidence count, verdict."""
+    ledger = ledger_for(case, workspace)
+    state = ledger.state()
+    if state.torn_tail:
+        console.print(
+            f"[yellow]warning:[/] torn last line at byte {state.torn_tail.offset} of "
+            f"{ledger.path} ignored ({state.torn_tail.length} bytes)"
+        )
+    table = Table(title=f"{ledger.path} — {state.events} events, {len(state.evidence)} evidence")
+    for col in ("hypothesis", "statement", "status", "classification", "evidence", "verdict"):
+        table.add_column(col, overflow="fold")
+    colors = {"supported": "green", "refuted": "red", "inconclusive": "yellow", "open": "blue"}
+    for r in hypothesis_rows(state):
+        table.add_row(
+            r.id,
+            r.statement,
+            f"[{colors.get(r.status, 'white')}]{r.status}[/]",
+            r.classification,
+            str(r.evidence),
+            "[bold]yes[/]" if r.verdict else "",
+        )
+    console.print(table)
+    if state.verdict:
+        v = state.verdict
+        console.print(f"[bold]verdict:[/] {v.classification.value} — {v.statement}")
+    else:
+        console.print("no verdict recorded")
+
+
+@ledger_app.command("export")
+def export(
+    format: Annotated[ExportFormat, typer.Option("--format", "-f", help="md or json")] = ExportFormat.md,
+    case: CaseOpt = None,
+    workspace: WorkspaceOpt = None,
+) -> None:
+    """Print the whole ledger state as Markdown or JSON."""
+    state = ledger_for(case, workspace).state()
+    typer.echo(to_markdown(state) if format == ExportFormat.md else dumps_state(state))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ledger_app, name="ledger")

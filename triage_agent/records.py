@@ -1,0 +1,185 @@
+"""The core records of the evidence ledger (pydantic v2). Everything that crosses a boundary.
+
+Case, RunSpec, Finding, Hypothesis, Evidence, Provenance and Verdict are written to
+`.triage/ledger.jsonl` as events and read back by folding those events (see ledger.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HypothesisStatus(StrEnum):
+    open = "open"
+    supported = "supported"
+    refuted = "refuted"
+    inconclusive = "inconclusive"
+
+
+class Classification(StrEnum):
+    bug = "bug"
+    policy_difference = "policy-difference"
+    environment = "environment"
+    unknown = "unknown"
+
+
+class EvidenceKind(StrEnum):
+    static = "static"
+    reproducer = "reproducer"
+    trace_compare = "trace-compare"
+    byte_compare = "byte-compare"
+    replay = "replay"
+    metrics = "metrics"
+    manifest = "manifest"
+    rerun = "rerun"
+    note = "note"
+
+
+class EvidenceResult(StrEnum):
+    """What one piece of evidence says about the hypotheses it names."""
+
+    supported = "supported"
+    refuted = "refuted"
+    inconclusive = "inconclusive"
+    error = "error"
+    observed = "observed"  # a measurement that supports nothing by itself (a trace diff, a rerun)
+
+
+EXECUTION_KINDS = frozenset(
+    {
+        EvidenceKind.reproducer,
+        EvidenceKind.trace_compare,
+        EvidenceKind.byte_compare,
+        EvidenceKind.replay,
+        EvidenceKind.manifest,
+        EvidenceKind.rerun,
+    }
+)
+
+
+class SourceSpec(Record):
+    repo: str = Field(description="path to a git repository (or a plain source directory)")
+    rev: str | None = Field(default=None, description="git revision; None means the work tree")
+    subdir: str | None = Field(default=None, description="part of the repository to scan")
+
+
+class RunSpec(Record):
+    name: str
+    metrics: str | None = Field(default=None, description="metric fingerprint file or directory")
+    trace_dir: str | None = None
+    launch: list[list[str]] = Field(
+        default_factory=list,
+        description="argv lists run in order to (re)produce this run; never a shell string",
+    )
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    source: SourceSpec | None = None
+
+
+class Case(Record):
+    name: str = "case"
+    description: str = ""
+    run_a: RunSpec
+    run_b: RunSpec
+    mismatch_step: int | None = None
+    workspace: str = ".triage"
+    source_roots: list[str] = Field(default_factory=list)
+    scan_paths: list[str] = Field(default_factory=list)
+    exclude_globs: list[str] = Field(default_factory=lambda: ["**/tests/**", "**/test_*.py"])
+    correspondence_map: str | None = None
+    timeout_s: float = 600.0
+    fix: dict[str, Any] = Field(
+        default_factory=dict, description="how the case applies a suggested fix (see workflow)"
+    )
+
+
+class ReproducerSpec(Record):
+    template: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Finding(Record):
+    id: str = Field(default_factory=lambda: new_id("F"))
+    probe_id: str
+    category: str
+    file: str
+    line_start: int
+    line_end: int
+    function: str | None = None
+    snippet: str = ""
+    rationale: str = ""
+    severity: Literal["low", "medium", "high"] = "medium"
+    score: float = 0.0
+    reproducer: ReproducerSpec | None = None
+
+
+class Hypothesis(Record):
+    id: str = Field(default_factory=lambda: new_id("H"))
+    statement: str
+    category: str
+    findings: list[str] = Field(default_factory=list)
+    status: HypothesisStatus = HypothesisStatus.open
+    classification: Classification = Classification.unknown
+    reproducer: ReproducerSpec | None = None
+    created: str = Field(default_factory=utcnow)
+
+
+class Provenance(Record):
+    python: str
+    platform: str
+    hostname: str
+    torch: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    deepspeed: str | None = None
+    gpu: str | None = None
+    git: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Artifact(Record):
+    path: str
+    sha256: str
+    bytes: int
+    role: str = ""
+
+
+class Evidence(Record):
+    id: str = Field(default_factory=lambda: new_id("E"))
+    hypotheses: list[str] = Field(default_factory=list)
+    kind: EvidenceKind
+    result: EvidenceResult
+    summary: str
+    argv: list[str] | None = None
+    provenance: Provenance | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    artifacts: list[Artifact] = Field(default_factory=list)
+    duration_s: float | None = None
+    created: str = Field(default_factory=utcnow)
+
+
+class Verdict(Record):
+    hypothesis: str | None = None
+    classification: Classification
+    statement: str
+    location: str | None = Field(default=None, description="file:line and/or trace event")
+    evidence: list[str] = Field(default_factory=list, description="the evidence chain, in order")
+    next_action: str = ""
+    created: str = Field(default_factory=utcnow)
