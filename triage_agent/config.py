@@ -80,7 +80,11 @@ def case_from_dict(raw: dict[str, Any], base: Path, origin: str = CONFIG_NAME) -
         case = Case.model_validate(_case_dict(raw))
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = _fmt_loc(err["loc"]).replace("run_a", "runs.a").replace("run_b", "runs.b")
+        loc = _fmt_loc(err["loc"])
+        if loc.startswith(("run_a", "run_b")):
+            loc = loc.replace("run_a", "runs.a", 1).replace("run_b", "runs.b", 1)
+        else:
+            loc = f"case.{loc}"
         raise ConfigError(f"{origin}: key '{loc}': {err['msg']}") from None
     return _resolve_paths(case, base)
 

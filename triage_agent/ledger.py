@@ -226,8 +226,9 @@ class Ledger:
                     events.append(LedgerEvent.model_validate_json(line))
                 except ValidationError as exc:
                     first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"]) or "line"
                     raise LedgerError(
-                        f"{self.path}:{lineno} (byte {offset}) is corrupted: "
+                        f"{self.path}:{lineno} (byte {offset}) is corrupted: {where}: "
                         f"{first['msg']}; the ledger is append-only, inspect that line by hand"
                     ) from None
             offset += len(line) + 1

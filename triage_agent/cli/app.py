@@ -12,7 +12,7 @@ from rich.console import Console
 from .. import __version__
 from ..errors import TriageError
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 app = typer.Typer(
     name="triage",

@@ -11,7 +11,7 @@ from rich.console import Console
 from ..config import load_case
 from ..ledger import Ledger
 
-console = Console()
+console = Console(soft_wrap=False)
 
 CaseOpt = Annotated[
     Path | None, typer.Option("--case", help="Case file (default: ./triage.toml if present).")

@@ -1,0 +1,121 @@
+import subprocess
+import sys
+
+import git
+import pytest
+
+from triage_agent.config import load_case
+from triage_agent.errors import ConfigError, InputError
+from triage_agent.paths import check_rev, contained, split_rev_range
+from triage_agent.provenance import capture, numeric_env
+
+GOOD = """
+[case]
+name = "resume"
+mismatch_step = 37
+source_roots = ["src"]
+
+[runs.a]
+metrics = "runs/a"
+launch = [["python", "train.py"]]
+
+[runs.b]
+metrics = "runs/b"
+[runs.b.source]
+repo = "."
+rev = "HEAD"
+"""
+
+
+def test_config_loads_and_resolves_relative_paths(tmp_path):
+    (tmp_path / "triage.toml").write_text(GOOD)
+    case = load_case(tmp_path / "triage.toml")
+    assert case.mismatch_step == 37
+    assert case.run_a.metrics == str(tmp_path / "runs" / "a")
+    assert case.run_b.source.repo == str(tmp_path)
+    assert case.source_roots == [str(tmp_path / "src")]
+    assert case.run_a.launch == [["python", "train.py"]]
+
+
+def test_config_flag_overrides_file(tmp_path):
+    (tmp_path / "triage.toml").write_text(GOOD)
+    assert load_case(tmp_path / "triage.toml", mismatch_step=5).mismatch_step == 5
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (GOOD.replace("mismatch_step = 37", 'mismatch_step = "soon"'), "case.mismatch_step"),
+        (GOOD.replace('launch = [["python", "train.py"]]', 'launch = "python train.py"'), "runs.a.launch"),
+        (GOOD.replace("[runs.b]", "[runs.c]").replace("[runs.b.source]", "[runs.c.source]"), "[runs.a] and [runs.b]"),
+        (GOOD + "\nbogus = 1\n", "runs.b.source.bogus"),
+        ("[case\n", "not valid TOML"),
+    ],
+)
+def test_config_errors_name_the_key(tmp_path, text, needle):
+    (tmp_path / "triage.toml").write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_case(tmp_path / "triage.toml")
+    assert needle in str(exc.value)
+
+
+def test_config_missing_named_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_case(tmp_path / "nope.toml")
+
+
+def test_provenance_reads_git_revision_and_dirty_flag(tmp_path):
+    repo = git.Repo.init(tmp_path)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    repo.index.add(["a.py"])
+    commit = repo.index.commit("one")
+    prov = capture(repos={"src": str(tmp_path)}, environ={"NCCL_ALGO": "Ring", "HOME": "/root", "NVTE_FLASH_ATTN": "0"})
+    assert prov.git["src"]["rev"] == commit.hexsha
+    assert prov.git["src"]["dirty"] is False
+    assert prov.env == {"NCCL_ALGO": "Ring", "NVTE_FLASH_ATTN": "0"}
+    assert prov.torch is not None and prov.deepspeed is not None
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert capture(repos={"src": str(tmp_path)}).git["src"]["dirty"] is True
+
+
+def test_provenance_non_git_directory_is_reported_not_raised(tmp_path):
+    assert capture(repos={"x": str(tmp_path)}, import_torch=False).git["x"] == {"error": "not a git repository"}
+
+
+def test_numeric_env_keeps_only_numerics():
+    env = numeric_env({"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PATH": "/bin", "PYTHONHASHSEED": "0"})
+    assert env == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}
+
+
+def test_paths_reject_symlink_escape(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path)
+    assert contained(root / "a" / ".." / "b", [root]) == root / "b"
+    with pytest.raises(InputError, match="outside the allowed roots"):
+        contained(root / "link" / "secret", [root])
+    with pytest.raises(InputError):
+        contained(root / ".." / "x", [root])
+
+
+@pytest.mark.parametrize("rev", ["--output=/tmp/x", "-n", "", "a b", "HEAD;rm", "a..b"])
+def test_paths_reject_bad_revisions(rev):
+    with pytest.raises(InputError):
+        check_rev(rev)
+
+
+def test_paths_split_range():
+    assert split_rev_range("v1..HEAD~2") == ("v1", "HEAD~2")
+    with pytest.raises(InputError):
+        split_rev_range("v1...v2")
+
+
+def test_cli_version_and_empty_ledger(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "triage_agent.cli.app", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("bitwise-triage ")
+    out = subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", "ledger", "export", "--format", "json", "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and '"hypotheses": {}' in out.stdout
