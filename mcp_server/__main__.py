@@ -1,13 +1,59 @@
-"""Entry point of `triage-mcp`: flags and logging only; the server lives in server.py."""
+"""Entry point of `triage-mcp`: flags and logging only; the server lives in server.py.
+
+    triage-mcp [--workspace DIR] [--case triage.toml] [--transport stdio|http]
+               [--host 127.0.0.1] [--port 8765] [--log-level INFO]
+
+stdio is the default. HTTP is served on loopback only and needs a bearer token, read from
+the environment variable TRIAGE_MCP_TOKEN (at least 16 characters).
+"""
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
+import sys
 
-def main() -> None:
-    import sys
 
-    print("triage-mcp: the MCP server is not built yet", file=sys.stderr)
-    sys.exit(2)
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="triage-mcp", description="bitwise-triage MCP server")
+    p.add_argument("--workspace", default=".", help="directory the server may work in")
+    p.add_argument("--case", default=None, help="case file (default: <workspace>/triage.toml)")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP only; loopback addresses only")
+    p.add_argument("--port", type=int, default=8765, help="HTTP only")
+    p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    a = p.parse_args(argv)
+    # stdout carries the protocol on stdio: every log line goes to stderr.
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=a.log_level,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+
+    import anyio
+
+    from triage_agent.errors import TriageError
+
+    from .security import Workspace
+    from .server import build_server, check_loopback, serve_http
+
+    try:
+        ws = Workspace(a.workspace, a.case)
+        server = build_server(ws)
+        if a.transport == "http":
+            check_loopback(a.host)
+            token = os.environ.get("TRIAGE_MCP_TOKEN", "")
+            if len(token) < 16:
+                raise TriageError("HTTP needs TRIAGE_MCP_TOKEN set to a secret of 16+ characters")
+            anyio.run(serve_http, server, a.host, a.port, token)
+        else:
+            anyio.run(server.run_stdio_async)
+    except TriageError as exc:
+        print(f"triage-mcp: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,190 @@
+"""The workspace a server may touch, and the checks every tool argument passes through.
+
+Why: the MCP client is an AI assistant acting on untrusted text. Whatever it asks for, the
+server must only read and write inside the directories a person chose when starting it:
+
+- the workspace directory (``--workspace``, default the current directory), and
+- the ``source_roots`` of the case file named at start (``--case``, or ``triage.toml`` in
+  the workspace). Cases opened or created later through tools cannot widen these roots:
+  their paths must already lie inside them.
+
+Every path is resolved (symlinks included) before the containment check, so ``..`` and a
+symlink pointing out both fail. Git revisions go through ``check_rev`` (nothing that starts
+with ``-``) and must resolve to a commit in the named repository; they are resolved by
+GitPython in-process, never by a shell. Commands are never taken from tool arguments: a
+run's launch argv comes only from the case file the server was started with.
+
+Limits: containment is checked when a tool is called; a file swapped for a symlink between
+the check and its use (a race by someone who can already write into the workspace) is out
+of scope.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from triage_agent.config import CONFIG_NAME, load_case
+from triage_agent.errors import InputError, PathEscapeError
+from triage_agent.ledger import Ledger
+from triage_agent.paths import check_rev, contained
+from triage_agent.records import Case
+
+# Bounds shared by the input models: big enough for real use, small enough that one
+# request cannot make the server read or hold an unbounded amount.
+MAX_PATH_CHARS = 4096
+MAX_TEXT_CHARS = 20_000
+MAX_NAME_CHARS = 200
+MAX_LIST_ITEMS = 500
+# Text that goes back to the client (logs, Markdown) is cut to this many characters.
+MAX_OUTPUT_CHARS = 200_000
+
+
+def cap_text(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Cut ``text`` to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+class WorkspaceInfo(BaseModel):
+    root: str = Field(description="the workspace directory, resolved")
+    allowed_roots: list[str] = Field(description="every directory a path argument may point into")
+    ledger: str = Field(description="the evidence ledger file")
+    case_file: str | None = Field(description="the case file the server was started with")
+    launch_trusted: bool = Field(
+        description="whether run launch commands may be used (only from the startup case file)"
+    )
+
+
+class Workspace:
+    """Where one server instance lives: its roots, its case and its ledger.
+
+    Thread-safe for the state it holds (the current case); the ledger itself serialises
+    appends with a file lock, so tools running in worker threads may append concurrently.
+    """
+
+    def __init__(self, root: str | Path, case_file: str | Path | None = None):
+        self.root = Path(root).expanduser().resolve()
+        if not self.root.is_dir():
+            raise InputError(f"workspace {root} is not a directory")
+        self._lock = threading.Lock()
+        self.case_file: Path | None = None
+        trusted: Case | None = None
+        if case_file is not None:
+            self.case_file = contained(self._abs(case_file), [self.root])
+            trusted = load_case(self.case_file)
+        elif (self.root / CONFIG_NAME).is_file():
+            self.case_file = self.root / CONFIG_NAME
+            trusted = load_case(self.case_file)
+        self.roots: list[Path] = [self.root]
+        if trusted is not None:
+            # A person wrote this file and named it at start: its source roots are trusted.
+            self.roots += [Path(r).resolve() for r in trusted.source_roots]
+        self._trusted_case = trusted
+        self._case = trusted
+        ws = Path(trusted.workspace) if trusted else self.root / ".triage"
+        self.ledger = Ledger(self.path(ws))
+        if self._case is None:
+            self._case = self.ledger.state().case
+            if self._case is not None:
+                self._check_case_paths(self._case)
+
+    # -- paths -------------------------------------------------------------------------------
+    def _abs(self, p: str | Path) -> Path:
+        q = Path(p).expanduser()
+        return q if q.is_absolute() else self.root / q
+
+    def path(self, p: str | Path, *, must_exist: bool = False) -> Path:
+        """Resolve ``p`` (relative to the workspace) and require it inside an allowed root."""
+        s = str(p)
+        if not s or "\x00" in s or len(s) > MAX_PATH_CHARS:
+            raise InputError(f"invalid path {s[:80]!r}: empty, too long, or holds a NUL byte")
+        resolved = contained(self._abs(p), self.roots)
+        if must_exist and not resolved.exists():
+            raise InputError(f"path {p} does not exist")
+        return resolved
+
+    def rel(self, p: str | Path) -> str:
+        """How a path is shown to the client: workspace-relative when inside it."""
+        q = Path(p).resolve()
+        return str(q.relative_to(self.root)) if q.is_relative_to(self.root) else str(q)
+
+    # -- revisions ---------------------------------------------------------------------------
+    def rev(self, repo: str | Path, rev: str) -> str:
+        """Validate ``rev`` and resolve it to a commit id in ``repo`` (a contained path)."""
+        import git
+        from gitdb.exc import BadName, BadObject
+
+        check_rev(rev)
+        repo_path = self.path(repo, must_exist=True)
+        try:
+            r = git.Repo(repo_path, search_parent_directories=True)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise InputError(f"{repo} is not inside a git repository") from None
+        try:
+            # GitPython's rev_parse is pure Python: no subprocess sees the revision.
+            return r.commit(rev).hexsha
+        except (BadName, BadObject, ValueError, IndexError) as exc:
+            raise InputError(f"revision {rev!r} does not resolve in {repo}: {exc}") from None
+
+    # -- the case ----------------------------------------------------------------------------
+    @property
+    def case(self) -> Case | None:
+        with self._lock:
+            return self._case
+
+    def require_case(self) -> Case:
+        case = self.case
+        if case is None:
+            raise InputError(
+                "no case is open: call open_case (a triage.toml in the workspace) or create_case"
+            )
+        return case
+
+    def _check_case_paths(self, case: Case) -> None:
+        for run in (case.run_a, case.run_b):
+            for p in (run.metrics, run.trace_dir, run.cwd):
+                if p is not None:
+                    self.path(p)
+            if run.source is not None:
+                self.path(run.source.repo)
+        for p in [*case.source_roots, *case.scan_paths, case.correspondence_map]:
+            if p is not None:
+                self.path(p)
+        if Path(case.workspace).resolve() != self.ledger.workspace.resolve():
+            raise PathEscapeError(
+                f"the case's workspace {case.workspace} is not this server's ledger directory "
+                f"{self.ledger.workspace}: start the server with that case instead"
+            )
+
+    def adopt(self, case: Case, *, from_startup_file: bool = False) -> Case:
+        """Make ``case`` current after checking that every path it names is contained.
+
+        A case not read from the startup file keeps no launch commands: commands are taken
+        only from the file a person named when starting the server.
+        """
+        self._check_case_paths(case)
+        if not from_startup_file and any(r.launch for r in (case.run_a, case.run_b)):
+            raise InputError(
+                "this case declares launch commands; they are accepted only from the case file "
+                "the server was started with (--case or triage.toml in the workspace)"
+            )
+        with self._lock:
+            self._case = case
+        return case
+
+    def launch_trusted(self) -> bool:
+        case = self.case
+        return case is not None and self._trusted_case is not None and case == self._trusted_case
+
+    def info(self) -> WorkspaceInfo:
+        return WorkspaceInfo(
+            root=str(self.root),
+            allowed_roots=[str(r) for r in self.roots],
+            ledger=str(self.ledger.path),
+            case_file=str(self.case_file) if self.case_file else None,
+            launch_trusted=self.launch_trusted(),
+        )

@@ -1,0 +1,227 @@
+"""Build the MCP server from the tool registry, and serve it over stdio or loopback HTTP.
+
+``build_server(workspace)`` turns every ``ToolSpec`` into an SDK tool whose input schema is
+the spec's input model (unknown arguments rejected) and whose structured output is the
+spec's output model. Tool functions run in a worker thread so a long scan or launch never
+blocks other calls; ``TriageError`` and pydantic validation errors come back as tool error
+results with a one-line message, and anything unexpected is logged on stderr and returned as
+a generic tool error: the server does not crash.
+
+HTTP is streamable HTTP bound to a loopback address only, behind a bearer token compared in
+constant time; the SDK's DNS-rebinding protection (Host/Origin checks) stays on.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.prompts.base import Prompt
+from mcp.server.mcpserver.resources import FunctionResource
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from pydantic import BaseModel, ValidationError, create_model
+
+from triage_agent import __version__
+from triage_agent.errors import InputError, TriageError
+from triage_agent.ledger import dumps_state
+from triage_agent.ledger_view import to_markdown
+
+from .security import Workspace, cap_text
+from .tools import Progress, ToolSpec, available_tools
+from .workflow_prompt import INSTRUCTIONS, two_stage_prompt
+
+log = logging.getLogger("triage-mcp")
+MAX_ERROR_CHARS = 2000
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "input"
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"invalid {loc}: {first['msg']}{more}"
+    return " ".join(str(exc).split())[:MAX_ERROR_CHARS]
+
+
+def _progress_sink(ctx: Context) -> Progress:
+    """A progress callable usable from the worker thread a tool runs in."""
+
+    def report(done: float, total: float | None = None, message: str | None = None) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+        except Exception as exc:  # noqa: BLE001 - progress must never fail the tool
+            log.warning("progress notification not delivered: %s", exc)
+
+    return report
+
+
+def _sdk_tool(spec: ToolSpec, ws: Workspace) -> Tool:
+    # The argument model is the spec's input model itself (its bounds, descriptions and
+    # extra="forbid"), with the SDK's base mixed in for how arguments are handed over.
+    args_model = create_model(f"{spec.name}_arguments", __base__=(spec.input, ArgModelBase))
+
+    async def call(ctx: Context, **kwargs: Any) -> BaseModel:
+        try:
+            args = spec.input.model_validate(kwargs)
+            result = await anyio.to_thread.run_sync(spec.fn, ws, args, _progress_sink(ctx))
+        except (TriageError, ValidationError) as exc:
+            raise ToolError(_one_line(exc)) from exc
+        return result
+
+    return Tool(
+        fn=call,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        parameters=args_model.model_json_schema(by_alias=True),
+        fn_metadata=FuncMetadata(arg_model=args_model, output_model=spec.output),
+        is_async=True,
+        context_kwarg="ctx",
+        annotations=spec.annotations.model_copy(update={"title": spec.title}),
+    )
+
+
+def _resource(
+    uri: str, name: str, description: str, mime: str, fn: Callable[[], str]
+) -> FunctionResource:
+    def read() -> str:
+        try:
+            return cap_text(fn())
+        except TriageError as exc:
+            raise ResourceError(_one_line(exc)) from exc
+
+    return FunctionResource(uri=uri, name=name, description=description, mime_type=mime, fn=read)
+
+
+def _resources(ws: Workspace) -> list[FunctionResource]:
+    def case_json() -> str:
+        return ws.require_case().model_dump_json(indent=2)
+
+    def findings_json() -> str:
+        st = ws.ledger.state()
+        return json.dumps([f.model_dump(mode="json") for f in st.findings.values()], indent=2)
+
+    return [
+        _resource(
+            "triage://ledger",
+            "ledger",
+            "The evidence ledger folded into its current state (case, findings, hypotheses, "
+            "evidence, verdict), as JSON.",
+            "application/json",
+            lambda: dumps_state(ws.ledger.state()),
+        ),
+        _resource(
+            "triage://ledger.md",
+            "ledger-markdown",
+            "The evidence ledger as Markdown, for reading.",
+            "text/markdown",
+            lambda: to_markdown(ws.ledger.state()),
+        ),
+        _resource(
+            "triage://findings",
+            "findings",
+            "Static-scan findings recorded in the ledger, as JSON.",
+            "application/json",
+            findings_json,
+        ),
+        _resource(
+            "triage://case", "case", "The open case, as JSON.", "application/json", case_json
+        ),
+        _resource(
+            "triage://workspace",
+            "workspace",
+            "Where this server may read and write: the workspace, allowed roots, the ledger.",
+            "application/json",
+            lambda: ws.info().model_dump_json(indent=2),
+        ),
+    ]
+
+
+def build_server(ws: Workspace) -> MCPServer:
+    specs = available_tools()
+    names = {s.name for s in specs}
+    server: MCPServer = MCPServer(
+        "bitwise-triage",
+        title="bitwise-triage",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        tools=[_sdk_tool(s, ws) for s in specs],
+        resources=_resources(ws),
+    )
+
+    def two_stage_triage(mismatch_step: str = "", budget_minutes: str = "20") -> str:
+        """The two-stage workflow: bounded static triage, execution evidence, then tracing."""
+        try:
+            step = int(mismatch_step) if mismatch_step else None
+            budget = int(budget_minutes)
+        except ValueError:
+            raise InputError("mismatch_step and budget_minutes must be whole numbers") from None
+        if step is None and ws.case is not None:
+            step = ws.case.mismatch_step
+        return two_stage_prompt(names, step, max(1, min(budget, 24 * 60)))
+
+    server.add_prompt(Prompt.from_function(two_stage_triage, title="Two-stage bitwise triage"))
+    return server
+
+
+# -- transports ------------------------------------------------------------------------------
+def check_loopback(host: str) -> str:
+    try:
+        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InputError(
+            f"--host {host!r} is not a loopback address: HTTP is served on loopback only"
+        )
+    return host
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: Any, token: str):
+        if len(token) < 16:
+            raise InputError("the bearer token must be at least 16 characters")
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="triage-mcp"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, host: str, token: str) -> Any:
+    return BearerAuth(server.streamable_http_app(host=check_loopback(host)), token)
+
+
+async def serve_http(server: MCPServer, host: str, port: int, token: str) -> None:
+    import uvicorn
+
+    app = http_app(server, host, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
