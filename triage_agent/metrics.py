@@ -77,7 +77,7 @@ def fingerprint(value: Any) -> MetricValue:
         width = {torch.int64: 64, torch.int32: 32, torch.int16: 16}[bits_dtype]
         raw &= (1 << width) - 1
         return MetricValue(dtype=dtype, bits=f"0x{raw:0{width // 4}x}", value=float(t.float().item()))
-    if isinstance(value, bool) or isinstance(value, int):
+    if isinstance(value, int):  # bool is an int
         return MetricValue(dtype="int", bits=hex(int(value)), value=float(value))
     if isinstance(value, float):
         raw = struct.unpack("<Q", struct.pack("<d", value))[0]

@@ -86,7 +86,11 @@ class RunSpec(Record):
     trace_dir: str | None = None
     launch: list[list[str]] = Field(
         default_factory=list,
-        description="argv lists run in order to (re)produce this run; never a shell string",
+        description=(
+            "argv lists run in order to (re)produce this run; never a shell string. "
+            "'{out}' in an argument is replaced by a fresh output directory per relaunch, "
+            "'{python}' by the interpreter running triage, '{bin}' by its bin directory"
+        ),
     )
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -104,10 +108,8 @@ class Case(Record):
     scan_paths: list[str] = Field(default_factory=list)
     exclude_globs: list[str] = Field(default_factory=lambda: ["**/tests/**", "**/test_*.py"])
     correspondence_map: str | None = None
+    gradient_accumulation_steps: int | None = None
     timeout_s: float = 600.0
-    fix: dict[str, Any] = Field(
-        default_factory=dict, description="how the case applies a suggested fix (see workflow)"
-    )
 
 
 class ReproducerSpec(Record):

@@ -1,7 +1,126 @@
-"""Placeholder: this command group is registered here once it exists."""
+"""`triage run`, `triage demo`, `triage report`: the headless workflow and what it leaves."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..config import load_case
+from ..ledger import Ledger
+from .common import CaseOpt, WorkspaceOpt, console
+
+DEMO_DIR = "demo-case"
+
+
+def _demo_case(workspace: Path) -> Path:
+    from reproducers.demo.case import write_demo_case
+
+    dest = workspace / DEMO_DIR
+    if not (dest / "triage.toml").exists():
+        write_demo_case(dest)
+    return dest / "triage.toml"
+
+
+def run(
+    mismatch_step: Annotated[int | None, typer.Option("--mismatch-step", help="First step whose metric bits differ; detected when omitted.")] = None,
+    case: CaseOpt = None,
+    workspace: WorkspaceOpt = None,
+    budget_minutes: Annotated[float, typer.Option("--budget-minutes", help="Stop starting new work after this long.")] = 30.0,
+    max_hypotheses: Annotated[int, typer.Option("--max-hypotheses", help="Test at most K hypotheses from the scan.")] = 3,
+    no_confirm_trace: Annotated[bool, typer.Option("--no-confirm-trace", help="Skip the confirming trace when stage 1 supports a hypothesis.")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.md and report.html at the end.")] = True,
+) -> None:
+    """Run the two-stage workflow on the case (the embedded DeepSpeed demo when there is none)."""
+    from ..workflow.engine import RunOptions, run_workflow
+
+    cfg = load_case(case)
+    if cfg is None:
+        ws = workspace or Path(".triage")
+        ws.mkdir(parents=True, exist_ok=True)
+        path = _demo_case(ws)
+        console.print(f"no triage.toml here: running the embedded demo case ({path})")
+        cfg = load_case(path)
+        cfg.workspace = str(ws.resolve())
+    elif workspace is not None:
+        cfg.workspace = str(workspace.resolve())
+    ledger = Ledger(cfg.workspace)
+    opts = RunOptions(
+        mismatch_step=mismatch_step,
+        budget_minutes=budget_minutes,
+        max_hypotheses=max_hypotheses,
+        confirm_trace=not no_confirm_trace,
+        timeout_s=cfg.timeout_s,
+    )
+    t0 = time.monotonic()
+    state = {"stage": "start", "msg": ""}
+
+    def render() -> Text:
+        el = time.monotonic() - t0
+        return Text.assemble(("⠿ ", "cyan"), (f"{state['stage']:<9}", "bold"), f" {el:6.1f}s  ", state["msg"][:100])
+
+    with Live(render(), console=console, refresh_per_second=4, transient=True) as live:
+        def status(stage: str, msg: str) -> None:
+            if stage != state["stage"]:
+                console.print(f"[dim]{time.monotonic() - t0:6.1f}s[/] [bold]{stage}[/]: {msg}")
+            state.update(stage=stage, msg=msg)
+            live.update(render())
+
+        result = run_workflow(cfg, ledger, opts, status)
+    mm = result.mismatch
+    if mm is not None:
+        style = "bold red" if mm.given_step_wrong else "bold"
+        console.print(f"[{style}]{mm.message}[/]")
+        for fact in mm.facts:
+            console.print(f"  - {fact}")
+    if result.verdict is None:
+        console.print("[green]no divergence to explain[/]")
+    else:
+        v = result.verdict
+        t = Table(show_header=False, title=f"verdict after {result.seconds:.0f} s")
+        t.add_row("classification", f"[bold]{v.classification.value}[/]")
+        t.add_row("statement", v.statement)
+        t.add_row("location", v.location or "-")
+        t.add_row("evidence", ", ".join(v.evidence))
+        t.add_row("next action", v.next_action or "-")
+        console.print(t)
+    if report:
+        from ..report import write_report
+
+        paths = write_report(ledger, Path(cfg.workspace))
+        console.print(f"report: {paths.markdown} and {paths.html}")
+
+
+def demo(
+    dest: Annotated[Path, typer.Argument(help="Directory to write the embedded demo case into.")] = Path("triage-demo"),
+) -> None:
+    """Write the embedded DeepSpeed demo case out so it can be inspected or edited."""
+    from reproducers.demo.case import write_demo_case
+
+    path = write_demo_case(dest)
+    console.print(f"wrote {path}; run it with: cd {dest} && triage run")
+
+
+def report_cmd(
+    case: CaseOpt = None,
+    workspace: WorkspaceOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Directory for report.md and report.html.")] = None,
+) -> None:
+    """Write the reviewer's report (Markdown and a self-contained HTML page)."""
+    from ..report import write_report
+    from .common import workspace_for
+
+    ws = workspace_for(case, workspace)
+    paths = write_report(Ledger(ws), out or ws)
+    console.print(f"wrote {paths.markdown} and {paths.html}")
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("run")(run)
+    app.command("demo")(demo)
+    app.command("report")(report_cmd)

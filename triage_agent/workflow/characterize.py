@@ -1,0 +1,146 @@
+"""Step 1-2: confirm the mismatch step from metric fingerprints and characterise the interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..errors import InputError
+from ..ledger import Ledger
+from ..metrics import MetricDiff, diff_metrics, load_metrics, ulp_distance
+from ..records import Case, Evidence, EvidenceKind, EvidenceResult
+
+Phase = Literal["first-step", "resume", "gas-boundary", "multi-rank", "update"]
+
+
+class MismatchReport(BaseModel):
+    given_step: int | None
+    step: int | None = Field(description="the first step whose metric bits differ (detected)")
+    given_step_wrong: bool = False
+    message: str
+    diff: MetricDiff
+    phases: list[Phase] = Field(default_factory=list, description="most specific first")
+    facts: list[str] = Field(default_factory=list)
+    ranks_differing: list[int] = Field(default_factory=list)
+    source_differs: bool = False
+    env_differs: dict[str, tuple[str | None, str | None]] = Field(default_factory=dict)
+
+
+def _metrics_path(case: Case, which: str, override: Path | None) -> Path:
+    if override is not None:
+        return override
+    run = case.run_a if which == "a" else case.run_b
+    if not run.metrics:
+        raise InputError(f"run {which} has no metrics path in the case: set runs.{which}.metrics")
+    return Path(run.metrics)
+
+
+def _source_differs(case: Case) -> bool:
+    a, b = case.run_a.source, case.run_b.source
+    if a is None or b is None:
+        return False
+    if Path(a.repo).resolve() != Path(b.repo).resolve():
+        return True
+    return (a.rev or "WORKTREE") != (b.rev or "WORKTREE")
+
+
+def characterize(
+    case: Case,
+    step: int | None = None,
+    metrics_a: Path | None = None,
+    metrics_b: Path | None = None,
+) -> MismatchReport:
+    """Pure: read both runs' metric fingerprints and say where and in what kind of interval."""
+    a = load_metrics(_metrics_path(case, "a", metrics_a))
+    b = load_metrics(_metrics_path(case, "b", metrics_b))
+    diff = diff_metrics(a, b)
+    n = diff.first_step
+    facts: list[str] = []
+    if n is None:
+        msg = (
+            f"metric bits agree on all {len(diff.common_steps)} common steps "
+            f"({diff.common_steps[0] if diff.common_steps else '-'}..{diff.common_steps[-1] if diff.common_steps else '-'})"
+        )
+        if step is not None:
+            msg = f"step {step} was given, but " + msg
+        return MismatchReport(given_step=step, step=None, given_step_wrong=step is not None, message=msg, diff=diff)
+
+    wrong = step is not None and step != n
+    first = diff.mismatches[0]
+    ulps = ulp_distance(first.a, first.b) if first.a and first.b else float("inf")
+    msg = (
+        f"first differing step is {n} (last equal: {diff.last_equal_step}); "
+        f"{first.metric} on rank {first.rank}: {first.a.bits if first.a else 'missing'} vs "
+        f"{first.b.bits if first.b else 'missing'} ({ulps:g} ulp)"
+    )
+    if wrong:
+        msg = f"GIVEN STEP {step} IS WRONG: " + msg
+    phases: list[Phase] = []
+    src = _source_differs(case)
+    if src:
+        phases.append("update")
+        facts.append("the runs come from different sources (repository or revision)")
+    resumes = sorted(set(diff.resumes_a) | set(diff.resumes_b))
+    if any(r in (n - 1, n) for r in resumes):
+        phases.append("resume")
+        side = "B" if any(r in (n - 1, n) for r in diff.resumes_b) else "A"
+        facts.append(f"step {n} is the first step after run {side} resumed from a checkpoint")
+    if diff.common_steps and n == diff.common_steps[0]:
+        phases.append("first-step")
+        facts.append(f"step {n} is the first step after initialisation")
+    gas = case.gradient_accumulation_steps
+    if gas and gas > 1:
+        phases.append("gas-boundary")
+        facts.append(f"gradient accumulation over {gas} micro-batches ends at every logged step")
+    ranks = sorted({m.rank for m in diff.mismatches})
+    if len(diff.ranks) > 1:
+        phases.append("multi-rank")
+        facts.append(f"{len(diff.ranks)} ranks; step {n} differs on ranks {ranks}")
+    env_a, env_b = case.run_a.env, case.run_b.env
+    env_diff = {
+        k: (env_a.get(k), env_b.get(k))
+        for k in sorted(set(env_a) | set(env_b))
+        if env_a.get(k) != env_b.get(k)
+    }
+    if env_diff:
+        facts.append(f"the runs' environments differ in {', '.join(env_diff)}")
+    return MismatchReport(
+        given_step=step,
+        step=n,
+        given_step_wrong=wrong,
+        message=msg,
+        diff=diff,
+        phases=phases,
+        facts=facts,
+        ranks_differing=ranks,
+        source_differs=src,
+        env_differs=env_diff,
+    )
+
+
+def confirm_mismatch(
+    case: Case,
+    ledger: Ledger,
+    step: int | None = None,
+    metrics_a: Path | None = None,
+    metrics_b: Path | None = None,
+) -> MismatchReport:
+    """Characterise and record the result in the ledger as metrics evidence."""
+    rep = characterize(case, step, metrics_a, metrics_b)
+    paths = {
+        "metrics_a": str(_metrics_path(case, "a", metrics_a)),
+        "metrics_b": str(_metrics_path(case, "b", metrics_b)),
+    }
+    ledger.add_evidence(
+        Evidence(
+            kind=EvidenceKind.metrics,
+            result=EvidenceResult.observed,
+            summary=rep.message + ("; " + "; ".join(rep.facts) if rep.facts else ""),
+            data={**rep.model_dump(mode="json", exclude={"diff": {"common_steps"}}), **paths},
+        )
+    )
+    if rep.given_step_wrong:
+        ledger.note(rep.message, level="warning")
+    return rep

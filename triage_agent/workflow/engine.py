@@ -1,0 +1,217 @@
+"""The deterministic policy that drives the two stages end to end (`triage run`).
+
+Order: record the case -> baselines (cached) -> confirm and characterise the mismatch ->
+stage 1 within budget -> stage 2 tracing (to hunt the origin when stage 1 explained
+nothing, or to confirm that the observed first divergence is the one a supported
+hypothesis explains) -> one-policy fix validation, uninstrumented -> verdict.
+
+Resumable: each finished stage is a `stage` event in the ledger; hypotheses already tested
+keep their evidence, so a second `triage run` after Ctrl-C continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..errors import InputError
+from ..ledger import Ledger
+from ..records import (
+    Case,
+    Classification,
+    Evidence,
+    EvidenceKind,
+    EvidenceResult,
+    Hypothesis,
+    HypothesisStatus,
+    Verdict,
+)
+from ..runs import OUT_TOKEN, materialize
+from .characterize import MismatchReport, confirm_mismatch
+from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
+from .fixcheck import validate_fix
+from .stage1 import run_stage1
+
+
+class RunOptions(BaseModel):
+    mismatch_step: int | None = None
+    budget_minutes: float = 30.0
+    max_hypotheses: int = Field(default=3, ge=1, le=20)
+    confirm_trace: bool = True
+    timeout_s: float = 600.0
+
+
+class WorkflowResult(BaseModel):
+    mismatch: MismatchReport | None
+    verdict: Verdict | None
+    seconds: float
+    notes: list[str] = Field(default_factory=list)
+
+
+Status = Callable[[str, str], None]  # (stage, message)
+
+
+def _relaunchable(case: Case) -> bool:
+    return all(
+        r.launch and r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b)
+    )
+
+
+def _record_case(ledger: Ledger, case: Case) -> None:
+    st = ledger.state()
+    if st.case is None:
+        ledger.set_case(case)
+        return
+    old = st.case.model_dump(exclude={"mismatch_step"})
+    if old != case.model_dump(exclude={"mismatch_step"}):
+        raise InputError(
+            f"the workspace {ledger.workspace} holds a ledger for another case ({st.case.name!r}); "
+            "use --workspace DIR for this case or move the old ledger away"
+        )
+
+
+def baselines(case: Case, ledger: Ledger, opts: RunOptions, status: Status) -> tuple[Path | None, Path | None]:
+    if not _relaunchable(case):
+        return None, None
+    ws = Path(ledger.workspace)
+    outs = []
+    for run in (case.run_a, case.run_b):
+        status("baseline", f"run {run.name} (cached after the first time)")
+        o = materialize(run, ws, "baseline", timeout_s=opts.timeout_s, progress=lambda m: status("baseline", m))
+        if not o.ok:
+            raise InputError(f"baseline run {run.name} failed (exit codes {o.exit_codes}); see {o.logs[-2:] if o.logs else o.out_dir}")
+        if not o.cached:
+            ledger.note(f"baseline run {run.name} took {o.seconds:.1f} s", argv=[" ".join(a) for a in o.argv], out_dir=o.out_dir)
+        outs.append(Path(o.metrics))
+    return outs[0], outs[1]
+
+
+def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | None = None) -> WorkflowResult:
+    status = status or (lambda stage, msg: None)
+    t0 = time.monotonic()
+    deadline = t0 + opts.budget_minutes * 60
+    _record_case(ledger, case)
+    ma, mb = baselines(case, ledger, opts, status)
+
+    status("confirm", "reading metric fingerprints")
+    st = ledger.state()
+    if "confirm" not in st.stages_done():
+        rep = confirm_mismatch(case, ledger, opts.mismatch_step, ma, mb)
+        ledger.stage("confirm", "done", step=rep.step, phases=rep.phases)
+    else:
+        from .characterize import characterize
+
+        rep = characterize(case, opts.mismatch_step, ma, mb)
+    if rep.step is None:
+        return WorkflowResult(mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message])
+    case = case.model_copy(update={"mismatch_step": rep.step})
+
+    status("stage 1", "bounded static scan")
+    run_stage1(
+        case,
+        ledger,
+        rep,
+        max_hypotheses=opts.max_hypotheses,
+        timeout_s=opts.timeout_s,
+        on_status=lambda m: status("stage 1", m),
+    )
+    st = ledger.state()
+    supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
+
+    trace_ev: Evidence | None = None
+    origin_hyp: Hypothesis | None = None
+    if _relaunchable(case) and (not supported or opts.confirm_trace) and time.monotonic() < deadline:
+        from .stage2 import run_stage2
+
+        status("stage 2", f"tracing steps {max(rep.step - 1, 0)}-{rep.step}")
+        trace_ev, origin_hyp = run_stage2(
+            case, ledger, rep, supported, timeout_s=opts.timeout_s, on_status=lambda m: status("stage 2", m)
+        )
+    st = ledger.state()
+    supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
+    if origin_hyp is not None and origin_hyp.status == HypothesisStatus.supported and origin_hyp not in supported:
+        supported.append(origin_hyp)
+
+    verdict = decide(case, ledger, rep, supported, trace_ev, ma, opts, status)
+    return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
+
+
+def _best(supported: list[Hypothesis], trace_ev: Evidence | None) -> Hypothesis | None:
+    if not supported:
+        return None
+    if trace_ev is not None:
+        explained = set(trace_ev.data.get("explains", []))
+        for h in supported:
+            if h.id in explained:
+                return h
+    return supported[0]
+
+
+def decide(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    supported: list[Hypothesis],
+    trace_ev: Evidence | None,
+    baseline_a: Path | None,
+    opts: RunOptions,
+    status: Status,
+) -> Verdict:
+    st = ledger.state()
+    if st.verdict is not None and "verdict" in st.stages_done():
+        return st.verdict
+    hyp = _best(supported, trace_ev)
+    chain: list[str] = [e.id for e in st.evidence if e.kind == EvidenceKind.metrics][-1:]
+    if hyp is None:
+        where = trace_ev.data.get("origin_location") if trace_ev else None
+        v = Verdict(
+            classification=Classification.unknown,
+            statement=(
+                f"metric bits first differ at step {rep.step}; no hypothesis was supported by execution evidence"
+                + (f"; the first divergence observed is {where}" if where else "")
+            ),
+            location=where,
+            evidence=chain + ([trace_ev.id] if trace_ev else []),
+            next_action=(trace_ev.data.get("widen") if trace_ev else None)
+            or "widen the trace (more steps, ranks, op level) or add a case-specific reproducer",
+        )
+        ledger.set_verdict(v)
+        ledger.stage("verdict", "done")
+        return v
+    repro = [e.id for e in st.evidence_for(hyp.id) if e.kind == EvidenceKind.reproducer and e.result == EvidenceResult.supported]
+    chain += repro
+    if trace_ev is not None:
+        chain.append(trace_ev.id)
+    chain += [e.id for e in st.evidence_for(hyp.id) if e.kind in (EvidenceKind.replay, EvidenceKind.byte_compare)]
+    policy = FIX_POLICY.get(hyp.category)
+    fix_ev: Evidence | None = None
+    if policy and baseline_a is not None and _relaunchable(case):
+        prior = [e for e in st.evidence_for(hyp.id) if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error]
+        fix_ev = prior[-1] if prior else validate_fix(
+            case, ledger, policy, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+        )
+        chain.append(fix_ev.id)
+    findings = [st.findings[f] for f in hyp.findings if f in st.findings]
+    loc_parts = []
+    if findings:
+        f = findings[0]
+        loc_parts.append(f"{f.file}:{f.line_start}" + (f" ({f.function})" if f.function else ""))
+    if trace_ev is not None and trace_ev.data.get("origin_location"):
+        loc_parts.append(f"first divergence: {trace_ev.data['origin_location']}")
+    fix_text = FIX_TEXT.get(hyp.category, "")
+    if fix_ev is not None:
+        fix_text += f". Validated: {fix_ev.summary}" if fix_ev.result == EvidenceResult.supported else f". Not validated: {fix_ev.summary}"
+    v = Verdict(
+        hypothesis=hyp.id,
+        classification=CLASSIFICATION.get(hyp.category, Classification.unknown),
+        statement=f"step {rep.step}: {hyp.statement}",
+        location="; ".join(loc_parts) or None,
+        evidence=list(dict.fromkeys(chain)),
+        next_action=fix_text,
+    )
+    ledger.set_verdict(v)
+    ledger.stage("verdict", "done")
+    return v

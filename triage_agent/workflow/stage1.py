@@ -1,0 +1,182 @@
+"""Stage 1: a bounded static scan shaped by the characterisation, findings -> hypotheses ->
+generated reproducers -> execution evidence. A hypothesis becomes `supported` only through
+a reproducer's result, never through the scan."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..ledger import Ledger
+from ..records import (
+    Case,
+    Classification,
+    Evidence,
+    EvidenceKind,
+    EvidenceResult,
+    Finding,
+    Hypothesis,
+    HypothesisStatus,
+)
+from .characterize import MismatchReport
+from .classify import CLASSIFICATION
+
+# Frameworks whose installed source is in scope when a run's scripts import them.
+FRAMEWORKS = ("deepspeed", "megatron", "apex", "transformer_engine")
+PHASE_ORDER = ("update", "resume", "first-step", "gas-boundary", "multi-rank")
+
+
+class Stage1Result(BaseModel):
+    scanned: str
+    findings: int
+    hypotheses: list[str] = Field(default_factory=list)
+    supported: list[str] = Field(default_factory=list)
+
+
+def _imports_of(script: Path) -> set[str]:
+    try:
+        tree = ast.parse(script.read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def framework_paths(case: Case) -> list[str]:
+    """Installed framework packages that the runs' scripts import (or launch)."""
+    wanted: set[str] = set()
+    for run in (case.run_a, case.run_b):
+        cwd = Path(run.cwd or ".")
+        for argv in run.launch:
+            for a in argv:
+                if Path(a).name == "deepspeed":
+                    wanted.add("deepspeed")
+                p = cwd / a
+                if a.endswith(".py") and p.is_file():
+                    wanted |= _imports_of(p) & set(FRAMEWORKS)
+    out = []
+    for name in sorted(wanted):
+        spec = importlib.util.find_spec(name)
+        if spec and spec.submodule_search_locations:
+            out.append(next(iter(spec.submodule_search_locations)))
+    return out
+
+
+def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
+    from probes.scan import ScanRequest
+
+    phase = next((p for p in PHASE_ORDER if p in rep.phases), None)
+    if rep.source_differs and case.run_a.source and case.run_b.source:
+        a, b = case.run_a.source, case.run_b.source
+        return ScanRequest(
+            paths=[b.repo],
+            repo=b.repo,
+            diff=f"{a.rev or 'HEAD'}..{b.rev or 'HEAD'}",
+            phase="update",
+            max_seconds=max_seconds,
+            exclude_globs=case.exclude_globs,
+        )
+    paths = list(case.scan_paths) or [*case.source_roots, *framework_paths(case)]
+    return ScanRequest(paths=paths, phase=phase, max_seconds=max_seconds, exclude_globs=case.exclude_globs)
+
+
+def hypotheses_from_findings(findings: list[Finding], k: int) -> list[Hypothesis]:
+    """Group testable findings by the reproducer that would test them; keep the top ``k``."""
+    groups: dict[str, list[Finding]] = {}
+    for f in sorted(findings, key=lambda f: -f.score):
+        if f.reproducer is None:
+            continue
+        key = f"{f.category}|{f.reproducer.template}|{json.dumps(f.reproducer.params, sort_keys=True)}"
+        groups.setdefault(key, []).append(f)
+    hyps = []
+    for group in list(groups.values())[:k]:
+        top = group[0]
+        where = f"{top.file}:{top.line_start}" + (f" in {top.function}" if top.function else "")
+        more = f" (and {len(group) - 1} similar site(s))" if len(group) > 1 else ""
+        hyps.append(
+            Hypothesis(
+                statement=f"{top.rationale.rstrip('.')} — {where}{more}",
+                category=top.category,
+                findings=[f.id for f in group],
+                reproducer=top.reproducer,
+                classification=CLASSIFICATION.get(top.category, Classification.unknown),
+            )
+        )
+    return hyps
+
+
+def test_hypothesis(
+    ledger: Ledger, case: Case, hyp: Hypothesis, finding: Finding, timeout_s: float
+) -> Evidence:
+    from reproducers.generator import generate
+    from reproducers.launcher import launch
+
+    gen = generate(finding, Path(ledger.workspace), case=case, ledger=ledger)
+    ev = launch(gen.id, Path(ledger.workspace), timeout_s=timeout_s, hypotheses=[hyp.id], ledger=ledger)
+    status = {
+        EvidenceResult.supported: HypothesisStatus.supported,
+        EvidenceResult.refuted: HypothesisStatus.refuted,
+    }.get(ev.result, HypothesisStatus.inconclusive)
+    ledger.update_hypothesis(hyp.id, status=status)
+    return ev
+
+
+def run_stage1(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    *,
+    max_hypotheses: int,
+    timeout_s: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> Stage1Result:
+    from probes.scan import run_scan
+
+    state = ledger.state()
+    if "scan" not in state.stages_done():
+        req = scan_request(case, rep)
+        on_status(f"scanning {len(req.paths)} path(s), phase {req.phase}")
+        res = run_scan(req)
+        for f in res.findings[: max(20, max_hypotheses * 5)]:
+            ledger.add_finding(f)
+        summary = (
+            f"scanned {res.files_scanned}/{res.files_total} files ({res.lines} lines) in "
+            f"{res.seconds:.1f} s, phase {req.phase}: {len(res.findings)} findings"
+            + (f"; {res.budget_hit}" if res.budget_hit else "")
+        )
+        ledger.add_evidence(
+            Evidence(
+                kind=EvidenceKind.static,
+                result=EvidenceResult.observed,
+                summary=summary,
+                data={"request": req.model_dump(mode="json"), "top": [f.id for f in res.findings[:20]]},
+            )
+        )
+        findings = res.findings
+        for h in hypotheses_from_findings(findings, max_hypotheses):
+            ledger.put_hypothesis(h)
+        ledger.stage("scan", "done", summary=summary)
+        state = ledger.state()
+    out = Stage1Result(scanned=next((s.get("summary", "") for s in state.stages if s["stage"] == "scan"), ""), findings=len(state.findings))
+    for hyp in list(state.hypotheses.values()):
+        if hyp.reproducer is None:
+            continue
+        out.hypotheses.append(hyp.id)
+        done = [e for e in state.evidence_for(hyp.id) if e.kind == EvidenceKind.reproducer]
+        if not done and hyp.status == HypothesisStatus.open:
+            on_status(f"testing {hyp.id}: {hyp.statement[:70]}")
+            finding = state.findings[hyp.findings[0]]
+            test_hypothesis(ledger, case, hyp, finding, timeout_s)
+    state = ledger.state()
+    out.supported = [h.id for h in state.hypotheses.values() if h.status == HypothesisStatus.supported]
+    return out
