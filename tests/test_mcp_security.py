@@ -1,0 +1,156 @@
+"""Security regressions: path traversal, symlink escape, flag injection, oversized input."""
+
+from __future__ import annotations
+
+import git
+import pytest
+from mcp import Client
+from test_mcp_support import make_workspace, run_async
+
+from mcp_server.security import Workspace
+from mcp_server.server import BearerAuth, build_server, check_loopback
+from triage_agent.errors import InputError, PathEscapeError
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    return Workspace(make_workspace(root, with_case_file=False))
+
+
+def call(ws, name, args):
+    async def go():
+        async with Client(build_server(ws)) as c:
+            return await c.call_tool(name, args)
+
+    return run_async(go)
+
+
+def _case(a="runs/a", **extra):
+    return {"run_a": {"metrics": a}, "run_b": {"metrics": "runs/b"}, **extra}
+
+
+def test_mcp_path_traversal_refused(ws):
+    r = call(ws, "create_case", _case("../../etc"))
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+    assert ws.ledger.state().case is None
+
+
+def test_mcp_absolute_path_outside_refused(ws):
+    r = call(ws, "open_case", {"path": "/etc/passwd"})
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+
+
+def test_mcp_symlink_escape_refused(ws, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws.root / "link").symlink_to(outside)
+    r = call(ws, "create_case", _case("link"))
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+    with pytest.raises(PathEscapeError):
+        ws.path("link/metrics_rank0.jsonl")
+
+
+def test_mcp_case_file_cannot_widen_roots_or_bring_commands(ws):
+    (ws.root / "evil.toml").write_text(
+        '[case]\nsource_roots = ["/"]\n[runs.a]\nmetrics = "runs/a"\n[runs.b]\nmetrics = "runs/b"\n'
+    )
+    r = call(ws, "open_case", {"path": "evil.toml"})
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+    (ws.root / "cmd.toml").write_text(
+        '[runs.a]\nmetrics = "runs/a"\nlaunch = [["sh", "-c", "id"]]\n[runs.b]\nmetrics = "runs/b"\n'
+    )
+    r = call(ws, "open_case", {"path": "cmd.toml"})
+    assert r.is_error and "launch commands" in r.content[0].text
+
+
+@pytest.mark.parametrize("rev", ["--output=/tmp/x", "-n1", "HEAD;id", "$(id)", "a..b", ""])
+def test_mcp_flag_and_shell_injection_in_revisions_refused(ws, rev):
+    git.Repo.init(ws.root / "src")
+    r = call(
+        ws,
+        "create_case",
+        _case(run_a={"metrics": "runs/a"})
+        | {"run_a": {"metrics": "runs/a", "source_repo": "src", "source_rev": rev}},
+    )
+    assert r.is_error and (
+        "invalid git revision" in r.content[0].text or "invalid" in r.content[0].text
+    )
+
+
+def test_mcp_revision_must_resolve(ws):
+    repo = git.Repo.init(ws.root / "src")
+    repo.index.add(["train.py"])
+    sha = repo.index.commit("init").hexsha
+    assert ws.rev("src", "HEAD") == sha
+    with pytest.raises(InputError, match="does not resolve"):
+        ws.rev("src", "no-such-branch")
+    r = call(
+        ws,
+        "create_case",
+        {
+            "run_a": {"metrics": "runs/a", "source_repo": "src", "source_rev": "HEAD"},
+            "run_b": {"metrics": "runs/b", "source_repo": "src", "source_rev": "nope"},
+        },
+    )
+    assert r.is_error and "does not resolve" in r.content[0].text
+
+
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("add_note", {"text": "x" * 20_001}),
+        ("record_hypothesis", {"statement": "s", "category": "c", "findings": ["F-1"] * 501}),
+        ("open_case", {"path": "a/" * 3000}),
+        ("confirm_mismatch", {"step": 10**12}),
+        ("add_note", {"text": "ok", "unexpected": True}),
+    ],
+)
+def test_mcp_oversized_or_unknown_input_rejected(ws, name, args):
+    before = ws.ledger.state().events
+    r = call(ws, name, args)
+    assert r.is_error
+    assert ws.ledger.state().events == before
+
+
+def test_mcp_nul_byte_path_refused(ws):
+    with pytest.raises(InputError):
+        ws.path("runs/a\x00/x")
+
+
+def test_mcp_http_host_must_be_loopback():
+    assert check_loopback("127.0.0.1") == "127.0.0.1"
+    assert check_loopback("::1") == "::1"
+    for bad in ("0.0.0.0", "192.168.1.4", "example.com"):
+        with pytest.raises(InputError):
+            check_loopback(bad)
+
+
+def test_mcp_bearer_token_required_before_the_app_sees_the_request():
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["type"])
+
+    guard = BearerAuth(app, "s" * 32)
+    sent = []
+
+    async def send(msg):
+        sent.append(msg)
+
+    def scope(token):
+        headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+        return {"type": "http", "headers": headers}
+
+    async def go():
+        await guard(scope(None), None, send)
+        await guard(scope("t" * 32), None, send)
+        await guard(scope("s" * 32), None, send)
+        await guard({"type": "lifespan"}, None, send)
+
+    run_async(go)
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [401, 401]
+    assert seen == ["http", "lifespan"]
+    with pytest.raises(InputError):
+        BearerAuth(app, "short")

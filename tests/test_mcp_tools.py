@@ -1,0 +1,197 @@
+"""Every tool through a real in-memory MCP client, plus resources, the prompt, concurrency."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from mcp import Client
+from test_mcp_support import make_workspace, run_async
+
+from mcp_server.security import Workspace
+from mcp_server.server import build_server
+from mcp_server.tools import available_tools
+from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
+
+
+@pytest.fixture
+def ws(tmp_path):
+    return Workspace(make_workspace(tmp_path))
+
+
+def call(ws, *steps):
+    """Run (tool, args) calls in one client session; return the results."""
+
+    async def go():
+        out = []
+        async with Client(build_server(ws)) as c:
+            for name, args in steps:
+                out.append(await c.call_tool(name, args))
+        return out
+
+    return run_async(go)
+
+
+def test_mcp_list_tools_matches_registry_with_schemas_and_annotations(ws):
+    async def go():
+        async with Client(build_server(ws)) as c:
+            return (await c.list_tools()).tools
+
+    tools = run_async(go)
+    specs = {s.name: s for s in available_tools()}
+    assert {t.name for t in tools} == set(specs)
+    for t in tools:
+        spec = specs[t.name]
+        assert t.input_schema["additionalProperties"] is False
+        assert t.output_schema is not None and t.output_schema["type"] == "object"
+        assert t.annotations.read_only_hint == spec.annotations.read_only_hint
+        assert t.description
+    assert specs["ledger_summary"].annotations.read_only_hint is True
+    assert specs["record_hypothesis"].annotations.read_only_hint is False
+
+
+def test_mcp_open_case_records_case_once(ws):
+    r1, r2 = call(ws, ("open_case", {}), ("open_case", {}))
+    assert not r1.is_error and r1.structured_content["recorded"] is True
+    assert r2.structured_content["recorded"] is False
+    assert r1.structured_content["case"]["name"] == "toy"
+    assert r1.structured_content["workspace"]["launch_trusted"] is True
+    assert ws.ledger.state().case.name == "toy"
+
+
+def test_mcp_create_case_and_confirm_mismatch_from_metric_bits(tmp_path):
+    ws = Workspace(make_workspace(tmp_path, with_case_file=False))
+    created, wrong, right = call(
+        ws,
+        (
+            "create_case",
+            {"name": "c", "run_a": {"metrics": "runs/a"}, "run_b": {"metrics": "runs/b"}},
+        ),
+        ("confirm_mismatch", {"step": 5}),
+        ("confirm_mismatch", {"step": 3}),
+    )
+    assert not created.is_error, created.content
+    assert created.structured_content["workspace"]["launch_trusted"] is False
+    assert wrong.structured_content["first_step"] == 3
+    assert wrong.structured_content["confirmed"] is False
+    assert right.structured_content["confirmed"] is True
+    assert right.structured_content["last_equal_step"] == 2
+    (m,) = right.structured_content["mismatches"]
+    assert m["metric"] == "loss" and m["a"]["bits"] != m["b"]["bits"]
+    ev = ws.ledger.state().evidence
+    assert [e.kind for e in ev] == [EvidenceKind.metrics] * 2
+    assert all(e.artifacts and len(e.artifacts[0].sha256) == 64 for e in ev)
+
+
+def test_mcp_confirm_mismatch_without_case_is_a_tool_error(tmp_path):
+    ws = Workspace(make_workspace(tmp_path, with_case_file=False))
+    (r,) = call(ws, ("confirm_mismatch", {}))
+    assert r.is_error and "no case is open" in r.content[0].text
+
+
+def test_mcp_hypothesis_lifecycle_needs_execution_evidence(ws):
+    (h,) = call(ws, ("record_hypothesis", {"statement": "RNG not restored", "category": "rng"}))
+    hid = h.structured_content["hypothesis"]["id"]
+    note_ev = ws.ledger.add_evidence(
+        Evidence(
+            hypotheses=[hid], kind=EvidenceKind.note, result=EvidenceResult.supported, summary="n"
+        )
+    )
+    run_ev = ws.ledger.add_evidence(
+        Evidence(
+            hypotheses=[hid],
+            kind=EvidenceKind.reproducer,
+            result=EvidenceResult.supported,
+            summary="r",
+        )
+    )
+    bare, static_only, ok, verdict, summary = call(
+        ws,
+        ("update_hypothesis", {"id": hid, "status": "supported"}),
+        ("update_hypothesis", {"id": hid, "status": "supported", "evidence": [note_ev.id]}),
+        (
+            "update_hypothesis",
+            {"id": hid, "status": "supported", "evidence": [run_ev.id], "classification": "bug"},
+        ),
+        (
+            "record_verdict",
+            {"hypothesis": hid, "classification": "bug", "statement": "s", "evidence": [run_ev.id]},
+        ),
+        ("ledger_summary", {"markdown": True}),
+    )
+    assert bare.is_error and "needs execution evidence" in bare.content[0].text
+    assert static_only.is_error
+    assert ok.structured_content["hypothesis"]["status"] == "supported"
+    assert not verdict.is_error
+    s = summary.structured_content
+    assert s["verdict"]["hypothesis"] == hid
+    assert s["hypotheses"][0]["evidence"] == 2 and s["hypotheses"][0]["verdict"] is True
+    assert "RNG not restored" in s["markdown"]
+
+
+def test_mcp_record_verdict_refused_without_execution_evidence_is_tool_error(ws):
+    before = ws.ledger.state().events
+    (r,) = call(ws, ("record_verdict", {"classification": "bug", "statement": "guess"}))
+    assert r.is_error and "execution evidence" in r.content[0].text
+    assert ws.ledger.state().verdict is None and ws.ledger.state().events == before
+
+
+def test_mcp_record_hypothesis_rejects_unknown_finding(ws):
+    (r,) = call(
+        ws, ("record_hypothesis", {"statement": "s", "category": "c", "findings": ["F-nope"]})
+    )
+    assert r.is_error and "F-nope" in r.content[0].text
+
+
+def test_mcp_update_unknown_hypothesis_is_tool_error(ws):
+    (r,) = call(ws, ("update_hypothesis", {"id": "H-missing", "classification": "bug"}))
+    assert r.is_error and "H-missing" in r.content[0].text
+
+
+def test_mcp_add_note_appends(ws):
+    (r,) = call(ws, ("add_note", {"text": "static budget spent: 12 min"}))
+    assert r.structured_content["recorded"] is True
+    assert ws.ledger.state().notes[-1]["text"] == "static budget spent: 12 min"
+
+
+def test_mcp_resources_and_prompt(ws):
+    async def go():
+        async with Client(build_server(ws)) as c:
+            await c.call_tool("open_case", {})
+            uris = {str(r.uri) for r in (await c.list_resources()).resources}
+            ledger = (await c.read_resource("triage://ledger")).contents[0].text
+            case = (await c.read_resource("triage://case")).contents[0].text
+            prompt = await c.get_prompt("two_stage_triage", {"budget_minutes": "15"})
+            return uris, ledger, case, prompt
+
+    uris, ledger, case, prompt = run_async(go)
+    assert {"triage://ledger", "triage://ledger.md", "triage://findings", "triage://case"} <= uris
+    assert '"name": "toy"' in ledger and '"mismatch_step": 3' in case
+    text = prompt.messages[0].content.text
+    assert "step 3" in text and "15 minutes" in text and "ONE changed" in text
+    # Tools this server lacks are named as absent, never offered.
+    for spec_name in ("open_case", "record_verdict"):
+        assert f"`{spec_name}`" in text
+
+
+def test_mcp_concurrent_calls_all_append(ws):
+    n = 24
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            results = []
+
+            async def one(i):
+                name = "add_note" if i % 2 else "record_hypothesis"
+                args = {"text": f"n{i}"} if i % 2 else {"statement": f"h{i}", "category": "c"}
+                results.append(await c.call_tool(name, args))
+
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(one, i)
+            return results
+
+    results = run_async(go)
+    assert not any(r.is_error for r in results)
+    st = ws.ledger.state()
+    assert len(st.notes) == n // 2 and len(st.hypotheses) == n // 2
+    assert st.torn_tail is None
