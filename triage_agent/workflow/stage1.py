@@ -86,7 +86,8 @@ def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
             max_seconds=max_seconds,
             exclude_globs=case.exclude_globs,
         )
-    paths = list(case.scan_paths) or [*case.source_roots, *framework_paths(case)]
+    # The case's own code first, then the installed frameworks its scripts import.
+    paths = [*(case.scan_paths or case.source_roots), *framework_paths(case)]
     return ScanRequest(paths=paths, phase=phase, max_seconds=max_seconds, exclude_globs=case.exclude_globs)
 
 
