@@ -1,0 +1,234 @@
+"""Digests of a tensor's raw bit pattern, computed on its own device and read back later.
+
+Why bits: bf16 and fp32 tensors holding equal values are different tensors, ``-0.0`` is not
+``0.0`` and NaN payloads matter, so every digest starts from an integer *bitcast* of the
+storage (never an upcast value). Two digests:
+
+* ``xor``: ``torch.hash_tensor`` over the integer view. Fast, but blind to permutations
+  (and two equal elements cancel): it answers "same multiset of bit patterns".
+* ``order``: a position-weighted mix over the tensor's bytes read as 32-bit words. Word
+  ``i`` contributes ``mixA(w ^ keyA(i))`` to one 32-bit lane and ``mixB(w + keyB(i))`` to a
+  second; each lane is a sum modulo 2**32 and the digest is the two lanes side by side
+  (see :func:`order_digest_torch`). Shape and dtype are in the record beside it. A swap of
+  two different elements changes the sum, so routing maps, sort indices and dispatch
+  buffers are covered. The function is defined on the word sequence, so the CPU fallback
+  (torch, chunked to bound memory) and the Triton kernel return the same value.
+
+Staging: :func:`stage` returns 0-d int64 *device* tensors and never synchronises;
+:func:`readback` turns a whole step's worth of them into Python ints with one copy per
+device. That is the only host/device synchronisation the tracer performs.
+
+Limits: non-contiguous tensors are digested in logical (row-major) order through a copy;
+complex tensors are digested as their real/imaginary pairs; sparse, nested, quantized and
+meta tensors are not digested (:func:`stage` returns ``None`` for them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+DigestMode = Literal["xor", "order", "both"]
+
+EMPTY = "empty"
+M32 = 0xFFFFFFFF
+# multipliers < 2**31, so a 32-bit x 31-bit product stays inside int64 without overflow;
+# the Triton kernel uses the same constants in wrapping uint32 arithmetic
+_MUL = 0x45D9F3B
+_MUL2 = 0x2C1B3C6D
+_MUL3 = 0x297A2D39
+_KA = 0x1E3779B1
+_KB = 0x05EBCA77
+_CHUNK = 1 << 15  # words per chunk: small temporaries stay in cache on the CPU
+
+_SIGNED_BY_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def int_view(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bit pattern as a contiguous 1-d signed-integer tensor (no value change)."""
+    x = t.detach()
+    if x.is_complex():
+        x = torch.view_as_real(x.resolve_conj())
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8) if x.device.type == "meta" else x.view(torch.uint8)
+    x = x.contiguous().reshape(-1)
+    size = x.element_size()
+    return x.view(_SIGNED_BY_SIZE[size])
+
+
+def _mix_a(x: torch.Tensor) -> torch.Tensor:
+    # int32 lanes, wrapping multiplies; ``>>`` is arithmetic on int32, hence the masks
+    x = x ^ ((x >> 16) & 0xFFFF)
+    x.mul_(_MUL)
+    x = x ^ ((x >> 13) & 0x7FFFF)
+    x.mul_(_MUL2)
+    return x ^ ((x >> 16) & 0xFFFF)
+
+
+def _mix_b(x: torch.Tensor) -> torch.Tensor:
+    x = x * _MUL3
+    return x ^ ((x >> 15) & 0x1FFFF)
+
+
+def byte_words(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    """(body as int32 words, zero-padded tail word or None, byte count) of a 1-d int view."""
+    b = flat.view(torch.uint8)
+    nbytes = b.numel()
+    nw = nbytes // 4
+    body = b[: nw * 4]
+    try:
+        body = body.view(torch.int32)
+    except RuntimeError:  # a storage offset not aligned to 4 bytes: realign by copying
+        body = body.clone().view(torch.int32)
+    tail = None
+    if nbytes % 4:
+        rest = b[nw * 4 :].to(torch.int32)
+        shifts = torch.arange(rest.numel(), dtype=torch.int32, device=b.device) * 8
+        tail = (rest << shifts).sum(dtype=torch.int32).reshape(1)
+    return body, tail, nbytes
+
+
+def _lanes(w: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    i = torch.arange(start, start + w.numel(), dtype=torch.int64, device=w.device)
+    hi = (i >> 32).to(torch.int32)
+    lo = (i & M32).to(torch.int32)  # wraps into int32: the same 32 bits
+    a = _mix_a(w ^ (lo * _KA + hi)).sum(dtype=torch.int64)
+    b = _mix_b(w + (lo * _KB + hi)).sum(dtype=torch.int64)
+    return a, b
+
+
+def combine(lane_a: torch.Tensor, lane_b: torch.Tensor, nbytes: int) -> torch.Tensor:
+    return (((lane_a & M32) << 32) | (lane_b & M32)) ^ length_key(nbytes)
+
+
+def order_digest_torch(flat: torch.Tensor) -> torch.Tensor:
+    """Order-sensitive digest of a 1-d integer view, in torch ops (any device). 0-d int64.
+
+    The tensor's bytes are read as little-endian 32-bit words ``w_i`` (the last one
+    zero-padded). Two 32-bit lanes, each a sum modulo 2**32 of per-word mixes keyed by the
+    position: lane A sums ``mixA(w ^ (i*KA + (i >> 32)))``, lane B sums
+    ``mixB(w + (i*KB + (i >> 32)))``, all in wrapping 32-bit arithmetic. The digest is
+    ``A << 32 | B``, xor the mixed byte count.
+    """
+    body, tail, nbytes = byte_words(flat)
+    dev = flat.device
+    lane_a = torch.zeros((), dtype=torch.int64, device=dev)
+    lane_b = torch.zeros((), dtype=torch.int64, device=dev)
+    nw = body.numel()
+    for start in range(0, nw, _CHUNK):
+        a, b = _lanes(body[start : start + _CHUNK], start)
+        lane_a += a
+        lane_b += b
+    if tail is not None:
+        a, b = _lanes(tail, nw)
+        lane_a += a
+        lane_b += b
+    return combine(lane_a, lane_b, nbytes)
+
+
+def length_key(n: int) -> int:
+    """Mixed into the order digest so that a zero-extended tensor is not the same tensor."""
+    return (n * 0x9E3779B97F4A7C15) & 0x7FFFFFFFFFFFFFFF
+
+
+def order_digest(flat: torch.Tensor) -> torch.Tensor:
+    """Dispatch: the Triton kernel on CUDA when importable, else the torch fallback."""
+    if flat.is_cuda:
+        from . import digest_triton
+
+        if digest_triton.available():
+            return digest_triton.order_digest_cuda(flat)
+    return order_digest_torch(flat)
+
+
+def xor_digest(flat: torch.Tensor) -> torch.Tensor:
+    return torch.hash_tensor(flat).view(torch.int64)
+
+
+@dataclass
+class Staged:
+    """A digest in flight: metadata now, device values resolved at the step boundary."""
+
+    shape: list[int]
+    dtype: str
+    numel: int
+    xor: torch.Tensor | None  # 0-d int64 on the tensor's device
+    order: torch.Tensor | None
+    xor_value: int | None = None
+    order_value: int | None = None
+
+    def record(self) -> dict[str, object]:
+        if self.numel == 0:
+            return {"shape": self.shape, "dtype": self.dtype, "numel": 0, "digest": EMPTY}
+        rec: dict[str, object] = {"shape": self.shape, "dtype": self.dtype, "numel": self.numel}
+        rec["digest"] = _hex(self.xor_value) if self.xor_value is not None else "none"
+        if self.order_value is not None:
+            rec["order"] = _hex(self.order_value)
+        return rec
+
+
+def _hex(v: int) -> str:
+    return f"{v & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def digestible(t: object) -> bool:
+    return (
+        isinstance(t, torch.Tensor)
+        and t.layout == torch.strided
+        and not t.is_quantized
+        and not t.is_nested
+        and t.device.type != "meta"
+    )
+
+
+def stage(t: torch.Tensor, mode: DigestMode = "xor") -> Staged | None:
+    """Queue the digest of ``t`` on its device. No synchronisation, no readback."""
+    if not digestible(t):
+        return None
+    shape = list(t.shape)
+    dtype = str(t.dtype).removeprefix("torch.")
+    n = t.numel()
+    if n == 0:
+        return Staged(shape, dtype, 0, None, None)
+    flat = int_view(t)
+    xor = xor_digest(flat) if mode in ("xor", "both") else None
+    order = order_digest(flat) if mode in ("order", "both") else None
+    if xor is None:
+        # the record always carries a 'digest'; in order-only mode it is the order digest
+        xor = order
+    return Staged(shape, dtype, n, xor, order)
+
+
+def readback(staged: Iterable[Staged | None]) -> None:
+    """Resolve every pending digest: one stacked device-to-host copy per device."""
+    by_device: dict[torch.device, list[tuple[Staged, str, torch.Tensor]]] = {}
+    for s in staged:
+        if s is None or s.numel == 0:
+            continue
+        for attr in ("xor", "order"):
+            v = getattr(s, attr)
+            if v is not None and getattr(s, attr + "_value") is None:
+                by_device.setdefault(v.device, []).append((s, attr, v))
+    for items in by_device.values():
+        values = torch.stack([v.reshape(()) for _, _, v in items]).cpu().tolist()
+        for (s, attr, _), value in zip(items, values, strict=True):
+            setattr(s, attr + "_value", int(value))
+            setattr(s, attr, None)
+
+
+def digest_now(t: torch.Tensor, mode: DigestMode = "both") -> dict[str, object] | None:
+    """Stage and read back one tensor at once: for tests, dumps and offline use (it syncs)."""
+    s = stage(t, mode)
+    if s is None:
+        return None
+    readback([s])
+    return s.record()
+
+
+def digest_many(ts: Sequence[torch.Tensor], mode: DigestMode = "both") -> list[dict | None]:
+    staged = [stage(t, mode) for t in ts]
+    readback(staged)
+    return [s.record() if s is not None else None for s in staged]
