@@ -1,0 +1,300 @@
+"""Parse each file once, run every probe's query in one pass, apply the predicates.
+
+All probes of one language are concatenated into a single tree-sitter query, so a file's
+tree is walked once per language regardless of the number of probes; the match's pattern
+index maps back to its probe. File-level facts the predicates need (functions, the
+file's own call graph) are computed lazily, only for files where some query matched.
+
+Limits: the call graph is intra-file and resolved by simple name (``self.f()`` and ``f()``
+both reach ``def f``); dynamic dispatch, inheritance across files and aliases are not
+followed. Predicates see one file at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import tree_sitter as ts
+import tree_sitter_cpp as tscpp
+import tree_sitter_python as tspy
+
+from .model import Hit, Lang, Match, Probe
+
+LANGUAGES: dict[Lang, ts.Language] = {
+    "python": ts.Language(tspy.language()),
+    "cpp": ts.Language(tscpp.language()),
+}
+EXTENSIONS: dict[str, Lang] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".cxx": "cpp",
+    ".cu": "cpp",
+    ".cuh": "cpp",
+    ".h": "cpp",
+    ".hpp": "cpp",
+}
+
+_FUNC_TYPES = {"function_definition"}
+_CLASS_TYPES = {"class_definition", "class_specifier", "struct_specifier"}
+
+
+def lang_for(path: str) -> Lang | None:
+    dot = path.rfind(".")
+    return EXTENSIONS.get(path[dot:].lower()) if dot >= 0 else None
+
+
+@dataclass
+class Func:
+    """A function definition: qualified name (Class.method), span, parameter names."""
+
+    name: str
+    qualname: str
+    node: ts.Node
+    start_line: int
+    end_line: int
+    params: list[str]
+    calls: list[tuple[str, ts.Node]] = field(default_factory=list)
+
+
+class Unit:
+    """One parsed file: source bytes, tree, and lazily computed facts."""
+
+    def __init__(self, path: str, lang: Lang, src: bytes, parser: ts.Parser) -> None:
+        self.path = path
+        self.lang = lang
+        self.src = src
+        self.tree = parser.parse(src)
+        self.root = self.tree.root_node
+        self.cache: dict[str, object] = {}  # per-file facts computed by predicates
+        self._calls_done = False
+
+    # -- text and positions -------------------------------------------------------------
+    def text(self, node: ts.Node) -> str:
+        return self.src[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+    @staticmethod
+    def line(node: ts.Node) -> int:
+        return node.start_point[0] + 1
+
+    @staticmethod
+    def end_line(node: ts.Node) -> int:
+        return node.end_point[0] + 1
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.src.decode("utf-8", "replace").splitlines()
+
+    def snippet(self, start: int, end: int, limit: int = 4) -> str:
+        end = min(end, start + limit - 1)
+        return "\n".join(self.lines[start - 1 : end])
+
+    @cached_property
+    def first_error_line(self) -> int | None:
+        if not self.root.has_error:
+            return None
+        stack = [self.root]
+        while stack:
+            n = stack.pop()
+            if n.is_error or n.is_missing:
+                return self.line(n)
+            stack.extend(
+                c for c in reversed(n.children) if c.has_error or c.is_error or c.is_missing
+            )
+        return self.line(self.root)
+
+    # -- functions and the file's own call graph ----------------------------------------
+    @cached_property
+    def functions(self) -> list[Func]:
+        out: list[Func] = []
+        stack: list[tuple[ts.Node, tuple[str, ...]]] = [(self.root, ())]
+        while stack:
+            node, scope = stack.pop()
+            for child in node.children:
+                t = child.type
+                if t in _FUNC_TYPES:
+                    name = self._func_name(child)
+                    out.append(
+                        Func(
+                            name=name,
+                            qualname=".".join((*scope, name)),
+                            node=child,
+                            start_line=self.line(child),
+                            end_line=self.end_line(child),
+                            params=self._params(child),
+                        )
+                    )
+                    stack.append((child, (*scope, name)))
+                elif t in _CLASS_TYPES:
+                    n = child.child_by_field_name("name")
+                    stack.append((child, (*scope, self.text(n) if n else "?")))
+                elif child.named_child_count:
+                    stack.append((child, scope))
+        out.sort(key=lambda f: f.node.start_byte)
+        return out
+
+    def _func_name(self, node: ts.Node) -> str:
+        if self.lang == "python":
+            n = node.child_by_field_name("name")
+            return self.text(n) if n else "?"
+        decl = node.child_by_field_name("declarator")
+        while decl is not None and decl.child_by_field_name("declarator") is not None:
+            decl = decl.child_by_field_name("declarator")
+        return self.text(decl) if decl is not None else "?"
+
+    def _params(self, node: ts.Node) -> list[str]:
+        if self.lang != "python":
+            return []
+        ps = node.child_by_field_name("parameters")
+        names: list[str] = []
+        for p in ps.named_children if ps else []:
+            if p.type == "identifier":
+                names.append(self.text(p))
+            else:
+                ident = next((c for c in p.named_children if c.type == "identifier"), None)
+                if ident is not None:
+                    names.append(self.text(ident))
+        return [n for n in names if n not in ("self", "cls")]
+
+    def enclosing_function(self, node: ts.Node) -> Func | None:
+        starts = self._func_starts
+        i = bisect.bisect_right(starts, node.start_byte) - 1
+        while i >= 0:
+            f = self.functions[i]
+            if f.node.end_byte >= node.end_byte:
+                return f
+            i -= 1
+        return None
+
+    @cached_property
+    def _func_starts(self) -> list[int]:
+        return [f.node.start_byte for f in self.functions]
+
+    @cached_property
+    def by_name(self) -> dict[str, list[Func]]:
+        idx: dict[str, list[Func]] = {}
+        for f in self.functions:
+            idx.setdefault(f.name, []).append(f)
+        return idx
+
+    def _index_calls(self) -> None:
+        self._calls_done = True
+        q = CALL_QUERY[self.lang]
+        for _, caps in ts.QueryCursor(q).matches(self.root):
+            for n in caps.get("name", []):
+                f = self.enclosing_function(n)
+                if f is not None:
+                    f.calls.append((self.text(n), n))
+
+    def calls_of(self, func: Func) -> list[tuple[str, ts.Node]]:
+        """Calls made in ``func``'s own body (not in nested defs), by simple name."""
+        if not self._calls_done:
+            self._index_calls()
+        return func.calls
+
+    def reachable(self, func: Func, depth: int = 6) -> list[Func]:
+        """``func`` plus the functions of this file it reaches by simple-name calls."""
+        seen = {id(func)}
+        order = [func]
+        frontier = [func]
+        for _ in range(depth):
+            nxt: list[Func] = []
+            for f in frontier:
+                for name, _node in self.calls_of(f):
+                    for g in self.by_name.get(name, ()):
+                        if id(g) not in seen:
+                            seen.add(id(g))
+                            order.append(g)
+                            nxt.append(g)
+            frontier = nxt
+            if not frontier:
+                break
+        return order
+
+    @cached_property
+    def callers(self) -> dict[str, list[Func]]:
+        """Simple name -> the functions of this file that call it."""
+        out: dict[str, list[Func]] = {}
+        for f in self.functions:
+            for name, _ in self.calls_of(f):
+                lst = out.setdefault(name, [])
+                if not lst or lst[-1] is not f:
+                    lst.append(f)
+        return out
+
+
+CALL_QUERY: dict[Lang, ts.Query] = {
+    "python": ts.Query(
+        LANGUAGES["python"],
+        "(call function: [(identifier) @name (attribute attribute: (identifier) @name)])",
+    ),
+    "cpp": ts.Query(
+        LANGUAGES["cpp"],
+        "(call_expression function: [(identifier) @name (field_expression field: (field_identifier) @name)"
+        " (qualified_identifier name: (identifier) @name)])",
+    ),
+}
+
+
+@dataclass
+class RawHit:
+    probe: Probe
+    hit: Hit
+    func: Func | None
+
+
+class Engine:
+    """Compiled probes: one combined query per language."""
+
+    def __init__(self, probes: Sequence[Probe]) -> None:
+        self.probes = list(probes)
+        self._queries: dict[Lang, ts.Query] = {}
+        self._owners: dict[Lang, list[Probe]] = {}
+        self._parsers = {lang: ts.Parser(language) for lang, language in LANGUAGES.items()}
+        for lang in LANGUAGES:
+            mine = [p for p in self.probes if p.lang == lang]
+            if not mine:
+                continue
+            owners: list[Probe] = []
+            for p in mine:
+                owners.extend([p] * ts.Query(LANGUAGES[lang], p.query).pattern_count)
+            self._queries[lang] = ts.Query(LANGUAGES[lang], "\n".join(p.query for p in mine))
+            self._owners[lang] = owners
+
+    def parse(self, path: str, lang: Lang, src: bytes) -> Unit:
+        return Unit(path, lang, src, self._parsers[lang])
+
+    def run(self, unit: Unit) -> list[RawHit]:
+        q = self._queries.get(unit.lang)
+        if q is None:
+            return []
+        owners = self._owners[unit.lang]
+        out: list[RawHit] = []
+        seen: set[tuple[str, int, int]] = set()
+        for idx, caps in ts.QueryCursor(q).matches(unit.root):
+            anchors = caps.get("anchor")
+            if not anchors:
+                continue
+            probe = owners[idx]
+            m = Match(unit=unit, anchor=anchors[0], caps=caps)
+            hit = probe.predicate(m) if probe.predicate else default_hit(m)
+            if hit is None:
+                continue
+            key = (probe.id, hit.line_start, hit.line_end)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(RawHit(probe, hit, unit.enclosing_function(m.anchor)))
+        return out
+
+
+def default_hit(m: Match) -> Hit:
+    return Hit(Unit.line(m.anchor), Unit.end_line(m.anchor))
+
+
+def probes_by_id(probes: Iterable[Probe]) -> dict[str, Probe]:
+    return {p.id: p for p in probes}

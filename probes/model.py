@@ -1,0 +1,92 @@
+"""What a probe is: metadata, a tree-sitter query and a predicate over each match.
+
+A probe's query must capture ``@anchor``: the node the finding points at. The predicate
+receives a :class:`Match` and returns a :class:`Hit` (possibly adjusted span, extra rationale,
+reproducer parameters) or ``None`` to reject the match. Predicates are pure functions of the
+parsed file; they never read other files, so a probe sees only what one file says (its call
+graph is the file's own, resolved by simple name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+    from .engine import Unit
+
+
+class Category(StrEnum):
+    optimizer_init = "optimizer-init"
+    casts = "casts"
+    accumulation = "accumulation"
+    collectives = "collectives"
+    rng_state = "rng-state"
+    nondeterminism = "nondeterminism"
+
+
+Severity = Literal["low", "medium", "high"]
+Lang = Literal["python", "cpp"]
+
+TEMPLATES = frozenset(
+    {
+        "optimizer_init",
+        "cast_roundtrip",
+        "reduction_order",
+        "op_repeatability",
+        "rng_resume",
+        "async_lifetime",
+        "empty_contribution",
+    }
+)
+
+
+@dataclass
+class Match:
+    """One query match inside one file, handed to a probe's predicate."""
+
+    unit: Unit
+    anchor: Node
+    caps: dict[str, list[Node]]
+
+    def text(self, name: str) -> str:
+        nodes = self.caps.get(name) or []
+        return self.unit.text(nodes[0]) if nodes else ""
+
+
+@dataclass
+class Hit:
+    """A predicate's acceptance: where the finding lies and what to add to it."""
+
+    line_start: int  # 1-based, inclusive
+    line_end: int
+    note: str = ""  # appended to the probe's rationale: what this site specifically does
+    params: dict[str, Any] = field(default_factory=dict)
+    confidence: float = 1.0  # 0..1, scales the score
+
+
+Predicate = Callable[[Match], "Hit | None"]
+
+
+class Probe(BaseModel):
+    """A probe's metadata plus its query and predicate (the latter not serialised)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    id: str
+    category: Category
+    severity: Severity
+    title: str
+    rationale: str
+    template: str | None = Field(description="reproducer template that tests it, or None")
+    params: dict[str, Any] = Field(default_factory=dict, description="default template params")
+    lang: Lang = "python"
+    query: str
+    predicate: Predicate | None = Field(default=None, exclude=True)
+    references: list[str] = Field(default_factory=list)
