@@ -111,7 +111,20 @@ def _resources(ws: Workspace) -> list[FunctionResource]:
         st = ws.ledger.state()
         return json.dumps([f.model_dump(mode="json") for f in st.findings.values()], indent=2)
 
+    def report_md() -> str:
+        md = ws.ledger.workspace / "report" / "report.md"
+        if not md.is_file():
+            raise InputError("no report written yet: call write_report")
+        return md.read_text()
+
     return [
+        _resource(
+            "triage://report",
+            "report",
+            "The reviewer's report (Markdown) last written by write_report.",
+            "text/markdown",
+            report_md,
+        ),
         _resource(
             "triage://ledger",
             "ledger",

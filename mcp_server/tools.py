@@ -16,6 +16,7 @@ their module imports; until then the tool is absent, never a stub.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,19 +28,16 @@ from triage_agent.config import case_from_dict, load_case
 from triage_agent.errors import InputError
 from triage_agent.ledger import LedgerState
 from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, to_markdown
-from triage_agent.metrics import MetricMismatch, diff_metrics, load_metrics
 from triage_agent.records import (
     EXECUTION_KINDS,
     Case,
     Classification,
-    Evidence,
-    EvidenceKind,
-    EvidenceResult,
     Hypothesis,
     HypothesisStatus,
     ReproducerSpec,
     Verdict,
 )
+from triage_agent.workflow.characterize import MismatchReport
 
 from .security import (
     MAX_LIST_ITEMS,
@@ -79,6 +77,10 @@ APPENDS = ToolAnnotations(
 # Appends, but calling it again with the same arguments leaves the same state.
 APPENDS_IDEMPOTENT = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# Writes files it owns (a report) over their previous version: same input, same output.
+WRITES_FILES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 # Runs a process (a reproducer, a relaunched training run): its effects reach outside.
 RUNS_PROCESS = ToolAnnotations(
@@ -203,67 +205,43 @@ class ConfirmMismatchIn(In):
 
 
 class MismatchOut(BaseModel):
-    first_step: int | None = Field(description="first step whose metric bits differ")
-    claimed_step: int | None
+    report: MismatchReport = Field(
+        description="first differing step, what differs, the phase of the interval"
+    )
     confirmed: bool = Field(description="the metric bits first differ at the claimed step")
-    last_equal_step: int | None
-    mismatches: list[MetricMismatch] = Field(description="differing metrics at first_step")
-    only_in_a: list[int]
-    only_in_b: list[int]
-    resumes_a: list[int]
-    resumes_b: list[int]
-    evidence_id: str
+    common_steps: int = Field(description="steps both runs logged (the list in report is capped)")
 
 
 def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress) -> MismatchOut:
-    """Find the first step whose metric bits differ between the runs; record it as evidence.
+    """Find the first step whose metric bits differ between the runs, characterise the
+    interval (first step, resume, accumulation boundary, multi-rank, update) and record it as
+    metrics evidence. Printed loss is not evidence: the raw bits of every metric are compared."""
+    from triage_agent.workflow import confirm_mismatch as confirm
 
-    Printed loss is not evidence: the raw bits of every logged metric are compared."""
     case = ws.require_case()
     paths = []
     for run in (case.run_a, case.run_b):
         if run.metrics is None:
             raise InputError(f"run {run.name} declares no metrics path")
         paths.append(ws.path(run.metrics, must_exist=True))
-    progress(0, 2, "loading metric fingerprints")
-    a, b = load_metrics(paths[0]), load_metrics(paths[1])
-    progress(1, 2, "comparing bits")
-    diff = diff_metrics(a, b)
+    progress(0, 1, "comparing metric bits")
     claimed = args.step if args.step is not None else case.mismatch_step
-    confirmed = diff.first_step is not None and (claimed is None or claimed == diff.first_step)
-    if diff.first_step is None:
-        summary = f"metric bits agree on all {len(diff.common_steps)} common steps"
-    else:
-        names = sorted({m.metric for m in diff.mismatches})
-        summary = f"metric bits first differ at step {diff.first_step} ({', '.join(names)})"
-        if claimed is not None and claimed != diff.first_step:
-            summary += f", not at the claimed step {claimed}"
-    ev = ws.ledger.add_evidence(
-        Evidence(
-            kind=EvidenceKind.metrics,
-            result=EvidenceResult.observed,
-            summary=summary,
-            data={"first_step": diff.first_step, "claimed_step": claimed},
-            artifacts=[ws.ledger.artifact(f) for p in paths for f in _files(p)],
-        )
+    rep = confirm(case, ws.ledger, claimed, paths[0], paths[1])
+    progress(1, 1, rep.message)
+    n = len(rep.diff.common_steps)
+    capped = rep.diff.model_copy(
+        update={
+            "common_steps": rep.diff.common_steps[:MAX_LIST_ITEMS],
+            "mismatches": rep.diff.mismatches[:MAX_LIST_ITEMS],
+            "only_in_a": rep.diff.only_in_a[:MAX_LIST_ITEMS],
+            "only_in_b": rep.diff.only_in_b[:MAX_LIST_ITEMS],
+        }
     )
-    progress(2, 2, summary)
     return MismatchOut(
-        first_step=diff.first_step,
-        claimed_step=claimed,
-        confirmed=confirmed,
-        last_equal_step=diff.last_equal_step,
-        mismatches=diff.mismatches[:MAX_LIST_ITEMS],
-        only_in_a=diff.only_in_a[:MAX_LIST_ITEMS],
-        only_in_b=diff.only_in_b[:MAX_LIST_ITEMS],
-        resumes_a=diff.resumes_a,
-        resumes_b=diff.resumes_b,
-        evidence_id=ev.id,
+        report=rep.model_copy(update={"diff": capped}),
+        confirmed=rep.step is not None and not rep.given_step_wrong,
+        common_steps=n,
     )
-
-
-def _files(p: Any) -> list[Any]:
-    return sorted(p.glob("metrics_rank*.jsonl")) if p.is_dir() else [p]
 
 
 # -- the ledger ------------------------------------------------------------------------------
@@ -468,9 +446,92 @@ CORE_SPECS: tuple[ToolSpec, ...] = (
 )
 
 
+# -- report ----------------------------------------------------------------------------------
+class WriteReportIn(In):
+    out_dir: str | None = Field(
+        default=None,
+        max_length=MAX_PATH_CHARS,
+        description="where to write report.md / report.html; default <ledger dir>/report",
+    )
+
+
+class ReportOut(BaseModel):
+    markdown: str
+    html: str
+    plot: str | None
+    verdict: Verdict | None
+
+
+def write_report(ws: Workspace, args: WriteReportIn, progress: Progress) -> ReportOut:
+    """Write the reviewer's report (Markdown and a self-contained HTML page) from the ledger:
+    the mismatch, hypotheses with their evidence and reproducing commands, trace divergences,
+    the verdict with its evidence chain. Overwrites an earlier report in the same directory."""
+    from triage_agent.report import write_report as write
+
+    out = ws.path(args.out_dir or ws.ledger.workspace / "report")
+    paths = write(ws.ledger, out)
+    return ReportOut(**paths.model_dump(), verdict=ws.ledger.state().verdict)
+
+
+# -- probes ----------------------------------------------------------------------------------
+class ListProbesIn(In):
+    category: str | None = Field(default=None, max_length=MAX_NAME_CHARS, description="filter")
+
+
+class ProbeInfo(BaseModel):
+    id: str
+    category: str
+    severity: str
+    title: str
+    rationale: str
+    template: str | None = Field(description="the reproducer template that tests its findings")
+    lang: str
+    references: list[str]
+
+
+class ProbesOut(BaseModel):
+    probes: list[ProbeInfo]
+
+
+def list_probes(ws: Workspace, args: ListProbesIn, progress: Progress) -> ProbesOut:
+    """List the static-scan probes: what each looks for, why it matters for bitwise
+    agreement, and which reproducer template can test its findings."""
+    from probes.registry import all_probes
+
+    return ProbesOut(
+        probes=[
+            ProbeInfo(**p.model_dump(include=set(ProbeInfo.model_fields)))
+            for p in all_probes()
+            if args.category is None or p.category == args.category
+        ]
+    )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+# Tools whose library functions live in modules built alongside: (modules needed, specs).
+OPTIONAL_SPECS: tuple[tuple[tuple[str, ...], ToolSpec], ...] = (
+    (
+        ("probes.registry",),
+        ToolSpec("list_probes", "List probes", ListProbesIn, ProbesOut, READ_ONLY, list_probes),
+    ),
+    (
+        ("triage_agent.report",),
+        ToolSpec(
+            "write_report", "Write the report", WriteReportIn, ReportOut, WRITES_FILES, write_report
+        ),
+    ),
+)
+
+
 def _optional_specs() -> list[ToolSpec]:
     """Tools whose library functions are being written elsewhere: present once they import."""
-    return []
+    return [spec for mods, spec in OPTIONAL_SPECS if all(_importable(m) for m in mods)]
 
 
 def available_tools() -> list[ToolSpec]:

@@ -71,15 +71,16 @@ def test_mcp_create_case_and_confirm_mismatch_from_metric_bits(tmp_path):
     )
     assert not created.is_error, created.content
     assert created.structured_content["workspace"]["launch_trusted"] is False
-    assert wrong.structured_content["first_step"] == 3
-    assert wrong.structured_content["confirmed"] is False
-    assert right.structured_content["confirmed"] is True
-    assert right.structured_content["last_equal_step"] == 2
-    (m,) = right.structured_content["mismatches"]
+    w, r = wrong.structured_content, right.structured_content
+    assert w["report"]["step"] == 3 and w["report"]["given_step_wrong"] is True
+    assert w["confirmed"] is False
+    assert r["confirmed"] is True and r["report"]["diff"]["last_equal_step"] == 2
+    assert r["common_steps"] == 6
+    (m,) = r["report"]["diff"]["mismatches"]
     assert m["metric"] == "loss" and m["a"]["bits"] != m["b"]["bits"]
-    ev = ws.ledger.state().evidence
-    assert [e.kind for e in ev] == [EvidenceKind.metrics] * 2
-    assert all(e.artifacts and len(e.artifacts[0].sha256) == 64 for e in ev)
+    st = ws.ledger.state()
+    assert [e.kind for e in st.evidence] == [EvidenceKind.metrics] * 2
+    assert any("WRONG" in n["text"] for n in st.notes)
 
 
 def test_mcp_confirm_mismatch_without_case_is_a_tool_error(tmp_path):
@@ -195,3 +196,27 @@ def test_mcp_concurrent_calls_all_append(ws):
     st = ws.ledger.state()
     assert len(st.notes) == n // 2 and len(st.hypotheses) == n // 2
     assert st.torn_tail is None
+
+
+def test_mcp_list_probes_mirrors_the_probe_registry(ws):
+    from probes.registry import all_probes
+
+    (r,) = call(ws, ("list_probes", {}))
+    ids = [p["id"] for p in r.structured_content["probes"]]
+    assert ids == [p.id for p in all_probes()] and ids
+    cat = all_probes()[0].category
+    (f,) = call(ws, ("list_probes", {"category": cat}))
+    assert {p["category"] for p in f.structured_content["probes"]} == {cat}
+
+
+def test_mcp_write_report_inside_workspace_only(ws):
+    ok, escape = call(
+        ws,
+        ("write_report", {}),
+        ("write_report", {"out_dir": "../elsewhere"}),
+    )
+    assert not ok.is_error, ok.content
+    md = ok.structured_content["markdown"]
+    assert md.startswith(str(ws.root)) and open(md).read().strip()
+    assert escape.is_error and "outside the allowed roots" in escape.content[0].text
+    assert not (ws.root.parent / "elsewhere").exists()
