@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean browser
 
 $(BIN)/triage: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,7 +18,11 @@ setup: $(BIN)/triage
 demo: setup
 	$(BIN)/triage run --mismatch-step 37
 
-test: setup
+# The report test renders the HTML page in Debian's headless Chromium.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+test: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

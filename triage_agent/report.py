@@ -106,7 +106,7 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
         h.append(f"<h2>Mismatch</h2><p>{esc(mm.summary)}</p>")
     if plot is not None:
         b64 = base64.b64encode(plot.read_bytes()).decode()
-        h.append(f"<img id='metric-plot' alt='metric distance per step' src='data:image/png;base64,{b64}'>")
+        h.append(f"<img id='metric-plot' alt='metric distance per step' onload='this.dataset.loaded=1' src='data:image/png;base64,{b64}'>")
     h.append("<h2>Hypotheses</h2><table><tr><th>id</th><th>hypothesis</th><th>category</th><th>status</th><th>classification</th><th>evidence</th></tr>")
     for hyp in state.hypotheses.values():
         n = len(state.evidence_for(hyp.id))

@@ -175,8 +175,12 @@ def materialize(
         if progress:
             progress(f"{run.name}/{label}: command {k + 1}/{len(argvs)}")
         seg = out / "trace" / f"seg{k}"
-        base = capture if capture is not None else CaptureConfig(level="none")
-        cfg = base.model_copy(update={"out_dir": str(seg), "run_id": f"{run.name}-{label}", "policies": pols})
+        update = {"out_dir": seg, "run_id": f"{run.name}-{label}", "policies": pols}
+        cfg = (
+            capture.model_copy(update=update)
+            if capture is not None
+            else CaptureConfig(level="none", **update)
+        )
         res = capture_command(
             argv, cfg, cwd=run.cwd, env=env, timeout_s=timeout_s, log_dir=out / "logs" / f"seg{k}"
         )
