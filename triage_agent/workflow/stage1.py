@@ -52,6 +52,47 @@ def _imports_of(script: Path) -> set[str]:
     return names
 
 
+def _called_names(script: Path) -> set[str]:
+    try:
+        tree = ast.parse(script.read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Attribute):
+                names.add(fn.attr)
+            elif isinstance(fn, ast.Name):
+                names.add(fn.id)
+    return names
+
+
+def _case_scripts(case: Case) -> list[Path]:
+    out = []
+    for run in (case.run_a, case.run_b):
+        cwd = Path(run.cwd or ".")
+        out += [cwd / a for argv in run.launch for a in argv if a.endswith(".py") and (cwd / a).is_file()]
+    return sorted(set(out))
+
+
+def called_from_case(case: Case) -> set[str]:
+    """Names the case's own scripts call: framework sites they reach by name rank first."""
+    names: set[str] = set()
+    for script in _case_scripts(case):
+        names |= _called_names(script)
+    return names
+
+
+def rerank(findings: list[Finding], called: set[str]) -> list[Finding]:
+    """Stable re-rank: a finding in a function the case's scripts call directly gets +0.5."""
+    def key(f: Finding) -> float:
+        fn = (f.function or "").rsplit(".", 1)[-1]
+        return -(f.score + (0.5 if fn in called else 0.0))
+
+    return sorted(findings, key=key)
+
+
 def framework_paths(case: Case) -> list[str]:
     """Installed framework packages that the runs' scripts import (or launch)."""
     wanted: set[str] = set()
@@ -73,7 +114,7 @@ def framework_paths(case: Case) -> list[str]:
 
 
 def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
-    from probes.scan import ScanRequest
+    from probes.scan import DEFAULT_EXCLUDES, ScanRequest
 
     phase = next((p for p in PHASE_ORDER if p in rep.phases), None)
     if rep.source_differs and case.run_a.source and case.run_b.source:
@@ -84,17 +125,19 @@ def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
             diff=f"{a.rev or 'HEAD'}..{b.rev or 'HEAD'}",
             phase="update",
             max_seconds=max_seconds,
-            exclude_globs=case.exclude_globs,
+            exclude_globs=[*DEFAULT_EXCLUDES, *case.exclude_globs],
         )
     # The case's own code first, then the installed frameworks its scripts import.
     paths = [*(case.scan_paths or case.source_roots), *framework_paths(case)]
-    return ScanRequest(paths=paths, phase=phase, max_seconds=max_seconds, exclude_globs=case.exclude_globs)
+    return ScanRequest(
+        paths=paths, phase=phase, max_seconds=max_seconds, exclude_globs=[*DEFAULT_EXCLUDES, *case.exclude_globs]
+    )
 
 
 def hypotheses_from_findings(findings: list[Finding], k: int) -> list[Hypothesis]:
     """Group testable findings by the reproducer that would test them; keep the top ``k``."""
     groups: dict[str, list[Finding]] = {}
-    for f in sorted(findings, key=lambda f: -f.score):
+    for f in findings:  # already ranked
         if f.reproducer is None:
             continue
         key = f"{f.category}|{f.reproducer.template}|{json.dumps(f.reproducer.params, sort_keys=True)}"
@@ -148,7 +191,8 @@ def run_stage1(
         req = scan_request(case, rep)
         on_status(f"scanning {len(req.paths)} path(s), phase {req.phase}")
         res = run_scan(req)
-        for f in res.findings[: max(20, max_hypotheses * 5)]:
+        findings = rerank(res.findings, called_from_case(case))
+        for f in findings[: max(20, max_hypotheses * 5)]:
             ledger.add_finding(f)
         summary = (
             f"scanned {res.files_scanned}/{res.files_total} files ({res.lines} lines) in "
@@ -160,10 +204,9 @@ def run_stage1(
                 kind=EvidenceKind.static,
                 result=EvidenceResult.observed,
                 summary=summary,
-                data={"request": req.model_dump(mode="json"), "top": [f.id for f in res.findings[:20]]},
+                data={"request": req.model_dump(mode="json"), "top": [f.id for f in findings[:20]]},
             )
         )
-        findings = res.findings
         for h in hypotheses_from_findings(findings, max_hypotheses):
             ledger.put_hypothesis(h)
         ledger.stage("scan", "done", summary=summary)
