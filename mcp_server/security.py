@@ -74,7 +74,7 @@ class Workspace:
         self.case_file: Path | None = None
         trusted: Case | None = None
         if case_file is not None:
-            self.case_file = contained(self._abs(case_file), [self.root])
+            self.case_file = contained(self.absolute(case_file), [self.root])
             trusted = load_case(self.case_file)
         elif (self.root / CONFIG_NAME).is_file():
             self.case_file = self.root / CONFIG_NAME
@@ -93,7 +93,7 @@ class Workspace:
                 self._check_case_paths(self._case)
 
     # -- paths -------------------------------------------------------------------------------
-    def _abs(self, p: str | Path) -> Path:
+    def absolute(self, p: str | Path) -> Path:
         q = Path(p).expanduser()
         return q if q.is_absolute() else self.root / q
 
@@ -102,7 +102,7 @@ class Workspace:
         s = str(p)
         if not s or "\x00" in s or len(s) > MAX_PATH_CHARS:
             raise InputError(f"invalid path {s[:80]!r}: empty, too long, or holds a NUL byte")
-        resolved = contained(self._abs(p), self.roots)
+        resolved = contained(self.absolute(p), self.roots)
         if must_exist and not resolved.exists():
             raise InputError(f"path {p} does not exist")
         return resolved

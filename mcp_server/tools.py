@@ -24,10 +24,14 @@ from typing import Any, Protocol
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
+from probes.model import Category
+from probes.rank import Phase
+from probes.scan import ScanResult
 from triage_agent.config import case_from_dict, load_case
 from triage_agent.errors import InputError
 from triage_agent.ledger import LedgerState
 from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, to_markdown
+from triage_agent.paths import split_rev_range
 from triage_agent.records import (
     EXECUTION_KINDS,
     Case,
@@ -507,6 +511,105 @@ def list_probes(ws: Workspace, args: ListProbesIn, progress: Progress) -> Probes
     )
 
 
+class ScanIn(In):
+    paths: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="files, directories or dotted modules inside the allowed roots; default: "
+        "the case's scan_paths, else its source roots",
+    )
+    diff: str | None = Field(
+        default=None, max_length=401, description="REV_A..REV_B: scan only the changed hunks"
+    )
+    repo: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="for diff")
+    around: list[str] = Field(
+        default_factory=list, max_length=100, description="FILE:LINE locations to scan around"
+    )
+    window: int = Field(default=40, ge=0, le=5000, description="lines each side of a location")
+    categories: list[Category] = Field(default_factory=list, max_length=20)
+    probes: list[str] = Field(default_factory=list, max_length=200)
+    functions: list[str] = Field(default_factory=list, max_length=100)
+    phase: Phase | None = Field(default=None, description="the mismatch phase, for ranking")
+    max_files: int = Field(default=2000, ge=1, le=50_000, description="file budget")
+    max_seconds: float = Field(default=30.0, gt=0, le=600, description="time budget")
+    top_k: int = Field(default=50, ge=1, le=MAX_LIST_ITEMS, description="findings kept")
+    record: bool = Field(default=True, description="record the kept findings in the ledger")
+
+
+class ScanOut(BaseModel):
+    result: ScanResult = Field(description="ranked findings and what was not scanned, and why")
+    recorded: int = Field(description="findings appended to the ledger")
+
+
+def _contained_module_or_path(ws: Workspace, raw: str) -> str:
+    from probes.scope import resolve_module
+
+    p = ws.absolute(raw)
+    if not p.exists() and "/" not in raw and raw.replace(".", "").replace("_", "").isalnum():
+        mod = resolve_module(raw)
+        if mod is not None:
+            p = mod
+    return str(ws.path(p, must_exist=True))
+
+
+def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
+    """Bounded static scan with the probes: explicit paths, the hunks changed between two git
+    revisions, or windows around FILE:LINE locations; within a file budget and a time budget.
+    Findings are ranked for the mismatch phase and recorded in the ledger. They are
+    hypotheses to test, never verdicts; a budget hit is reported, never hidden."""
+    from probes.scan import ScanRequest, run_scan
+
+    case = ws.case
+    paths = [_contained_module_or_path(ws, p) for p in args.paths]
+    around = []
+    for spec in args.around:
+        file, sep, line = spec.rpartition(":")
+        if not sep:
+            raise InputError(f"invalid location {spec!r}: expected FILE:LINE")
+        around.append(f"{ws.path(file, must_exist=True)}:{line}")
+    repo = None
+    if args.diff is not None:
+        a, b = split_rev_range(args.diff)
+        repo_arg = args.repo or (
+            paths[0]
+            if paths
+            else (case.run_b.source.repo if case and case.run_b.source else str(ws.root))
+        )
+        repo = str(ws.path(repo_arg, must_exist=True))
+        ws.rev(repo, a), ws.rev(repo, b)
+    elif not paths and not around:
+        if case is None:
+            raise InputError("nothing to scan: give paths, diff or around (or open a case)")
+        paths = [str(ws.path(p, must_exist=True)) for p in (case.scan_paths or case.source_roots)]
+    req = ScanRequest(
+        paths=paths,
+        diff=args.diff,
+        repo=repo,
+        around=around,
+        window=args.window,
+        categories=args.categories,
+        probes=args.probes,
+        functions=args.functions,
+        phase=args.phase,
+        max_files=args.max_files,
+        max_seconds=args.max_seconds,
+        top_k=args.top_k,
+        **({"exclude_globs": case.exclude_globs} if case else {}),
+    )
+    result = run_scan(req, lambda i, n, what: progress(i, n, what))
+    progress(result.files_scanned, result.files_total, result.budget_hit or "scan complete")
+    if args.record:
+        for f in result.findings:
+            ws.ledger.add_finding(f)
+        ws.ledger.note(
+            f"scan: {result.files_scanned}/{result.files_total} files, "
+            f"{result.total_findings} findings ({len(result.findings)} kept)"
+            + (f"; {result.budget_hit}" if result.budget_hit else ""),
+            source="mcp",
+        )
+    return ScanOut(result=result, recorded=len(result.findings) if args.record else 0)
+
+
 def _importable(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -519,6 +622,10 @@ OPTIONAL_SPECS: tuple[tuple[tuple[str, ...], ToolSpec], ...] = (
     (
         ("probes.registry",),
         ToolSpec("list_probes", "List probes", ListProbesIn, ProbesOut, READ_ONLY, list_probes),
+    ),
+    (
+        ("probes.scan",),
+        ToolSpec("scan", "Bounded static scan", ScanIn, ScanOut, APPENDS, scan),
     ),
     (
         ("triage_agent.report",),

@@ -154,3 +154,29 @@ def test_mcp_bearer_token_required_before_the_app_sees_the_request():
     assert seen == ["http", "lifespan"]
     with pytest.raises(InputError):
         BearerAuth(app, "short")
+
+
+@pytest.mark.parametrize("spec", ["--output=x..HEAD", "HEAD..-p", "HEAD...main", "HEAD"])
+def test_mcp_scan_diff_flag_injection_refused(ws, spec):
+    repo = git.Repo.init(ws.root / "src")
+    repo.index.add(["train.py"])
+    repo.index.commit("init")
+    r = call(ws, "scan", {"diff": spec, "repo": "src"})
+    assert r.is_error and "Traceback" not in r.content[0].text
+    assert ws.ledger.state().findings == {}
+
+
+def test_mcp_scan_diff_between_real_revisions(ws):
+    from test_mcp_support import TRAIN_SRC
+
+    repo = git.Repo.init(ws.root / "src")
+    repo.index.add(["train.py"])
+    a = repo.index.commit("a").hexsha
+    (ws.root / "src" / "loop.py").write_text(TRAIN_SRC)
+    repo.index.add(["loop.py"])
+    b = repo.index.commit("b").hexsha
+    r = call(ws, "scan", {"diff": f"{a}..{b}", "repo": "src"})
+    assert not r.is_error, r.content
+    res = r.structured_content["result"]
+    assert res["revision"] == b
+    assert {f["file"] for f in res["findings"]} == {"loop.py"}

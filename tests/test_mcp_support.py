@@ -49,3 +49,13 @@ def make_workspace(root: Path, with_case_file: bool = True) -> Path:
 
 def run_async(fn: Callable[[], Awaitable[Any]]) -> Any:
     return anyio.run(fn)
+
+
+TRAIN_SRC = """import torch
+
+
+def train(model, steps):
+    for step in range(steps):
+        torch.manual_seed(step)
+        model.step()
+"""

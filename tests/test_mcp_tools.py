@@ -220,3 +220,53 @@ def test_mcp_write_report_inside_workspace_only(ws):
     assert md.startswith(str(ws.root)) and open(md).read().strip()
     assert escape.is_error and "outside the allowed roots" in escape.content[0].text
     assert not (ws.root.parent / "elsewhere").exists()
+
+
+def test_mcp_scan_records_ranked_findings_and_reports_budget(ws):
+    from test_mcp_support import TRAIN_SRC
+
+    (ws.root / "src" / "loop.py").write_text(TRAIN_SRC)
+    progress = []
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            await c.call_tool("open_case", {})
+
+            async def on_progress(done, total, message):
+                progress.append((done, total, message))
+
+            full = await c.call_tool("scan", {"paths": ["src"]}, progress_callback=on_progress)
+            tiny = await c.call_tool("scan", {"paths": ["src"], "max_files": 1, "record": False})
+            return full, tiny
+
+    full, tiny = run_async(go)
+    assert not full.is_error, full.content
+    res = full.structured_content["result"]
+    probes = {f["probe_id"] for f in res["findings"]}
+    assert "rng-manual-seed-in-loop" in probes
+    assert all(f["file"].endswith(".py") for f in res["findings"])
+    st = ws.ledger.state()
+    assert len(st.findings) == full.structured_content["recorded"] == len(res["findings"])
+    assert progress and progress[-1][0] == res["files_scanned"]
+    t = tiny.structured_content
+    assert (
+        t["recorded"] == 0
+        and t["result"]["budget_hit"]
+        and "1-file budget" in t["result"]["budget_hit"]
+    )
+    # The recorded finding can back a hypothesis.
+    fid = next(iter(st.findings))
+    (h,) = call(
+        ws, ("record_hypothesis", {"statement": "s", "category": "rng-state", "findings": [fid]})
+    )
+    assert not h.is_error
+
+
+def test_mcp_scan_paths_and_modules_must_be_contained(ws):
+    out, mod = call(
+        ws,
+        ("scan", {"paths": ["/usr/lib"]}),
+        ("scan", {"paths": ["json"]}),  # an installed module outside the roots
+    )
+    assert out.is_error and "outside the allowed roots" in out.content[0].text
+    assert mod.is_error and "outside the allowed roots" in mod.content[0].text

@@ -50,7 +50,7 @@ def test_mcp_stdio_subprocess_session(tmp_path):
 
     opened, confirmed, hyp, escape, summary = run_async(go)
     assert not opened.is_error, opened.content
-    assert confirmed.structured_content["first_step"] == 3
+    assert confirmed.structured_content["report"]["step"] == 3
     assert confirmed.structured_content["confirmed"] is True
     assert escape.is_error and "outside the allowed roots" in escape.content[0].text
     hid = hyp.structured_content["hypothesis"]["id"]
