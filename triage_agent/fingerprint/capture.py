@@ -1,0 +1,587 @@
+"""The tracer: one gate decides whether anything is captured; it suspends itself for its own work.
+
+Usage in-process::
+
+    with Tracer(CaptureConfig(out_dir="traces/a", steps=(36, 37), level="op")) as tr:
+        for step in range(start, end):
+            tr.step(step)          # step `step` begins now (the previous one is flushed)
+            train_one_step()
+
+Injected (``triage trace -- COMMAND``), the tracer runs with ``auto_steps``: step
+boundaries come from ``DeepSpeedEngine.step`` (the step index is the engine's
+``global_steps`` before the step, so it is right after a checkpoint resume) or, for plain
+torch, from ``torch.optim.Optimizer.step`` (counted from 0 in each process). An optimizer
+stepped inside the engine's step does not count twice.
+
+Outside the step window nothing is hooked: no module hooks, no dispatch mode; collectives
+and optimizer hooks check one boolean and return. Inside the window every digest is staged
+on the device and read back once, at the step boundary (see :mod:`.digest`). The tracer
+never runs a collective and never synchronises per op; tensor dumps (``dump`` patterns)
+copy to the host and therefore do synchronise: use them on few named events.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import inspect
+import os
+import re
+import socket
+import sys
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from ..records import utcnow
+from ..trace_format import TraceHeader
+from . import collectives as coll
+from .attribution import ScopeIndex
+from .config import CaptureConfig
+from .digest import DigestMode, Staged, stage
+from .sink import PendingEvent, TraceSink
+
+_SKIP_CALLER = (
+    os.sep + os.path.join("torch", ""),
+    os.path.join("deepspeed", "comm", ""),
+    os.path.join("triage_agent", "fingerprint", ""),
+)
+
+
+def _caller() -> str | None:
+    f = sys._getframe(2)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not any(s in fn for s in _SKIP_CALLER):
+            return f"{fn}:{f.f_lineno}"
+        f = f.f_back
+    return None
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+def _env_rank() -> int:
+    for var in ("RANK", "LOCAL_RANK"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
+class _OpMode(TorchDispatchMode):
+    def __init__(self, tracer: Tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tr = self.tracer
+        if not tr._gate():
+            return func(*args, **kwargs)
+        return tr._on_op(func, args, kwargs)
+
+
+class Tracer:
+    """Per-rank tracer. See the module docstring; settings come only from ``config``."""
+
+    def __init__(
+        self,
+        config: CaptureConfig,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        auto_steps: bool = False,
+    ):
+        self.config = config
+        self.rank = _env_rank() if rank is None else rank
+        self.world_size = world_size or int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.auto_steps = auto_steps
+        self.enabled = config.level != "none" and config.traces_rank(self.rank)
+        self.scopes = ScopeIndex()
+        self._scope_re = re.compile(config.scope) if config.scope else None
+        self.sink = TraceSink(Path(config.out_dir), self.rank, self._header())
+        self.cur_step: int | None = None
+        self.steps_seen: list[int] = []
+        self._active = False
+        self._suspended = 0
+        self._seq = 0
+        self._calls: dict[tuple[str, str], int] = {}
+        self._events: list[PendingEvent] = []
+        self._cache: dict[tuple, tuple[weakref.ref, Staged]] = {}
+        self._stack: list[tuple[str, list[Staged | None]]] = []
+        self._bwd_scope = ""
+        self._handles: list[Any] = []
+        self._mode: _OpMode | None = None
+        self._patched: list[tuple[Any, str, Any]] = []
+        self._engine_seen = False
+        self._in_optimizer = 0
+        # an injected launcher process (deepspeed, torchrun) never steps: it writes nothing
+        self._real = not auto_steps
+        self._in_engine_step = threading.local()
+        self._installed = False
+        self._closed = False
+        self.digests_staged = 0  # for tests and benchmarks: how many digests were computed
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _header(self) -> TraceHeader:
+        versions = {"torch": torch.__version__, "python": sys.version.split()[0]}
+        versions["cuda"] = torch.version.cuda
+        ds = sys.modules.get("deepspeed")
+        versions["deepspeed"] = getattr(ds, "__version__", None) if ds else None
+        coords = {"rank": self.rank}
+        if os.environ.get("LOCAL_RANK", "").isdigit():
+            coords["local_rank"] = int(os.environ["LOCAL_RANK"])
+        return TraceHeader(
+            run_id=self.config.run_id,
+            rank=self.rank,
+            world_size=self.world_size,
+            coords=coords,
+            versions=versions,
+            config=self.config.model_dump(mode="json"),
+            created=utcnow(),
+            host=socket.gethostname(),
+            argv=list(sys.argv),
+        )
+
+    def install(self) -> Tracer:
+        if self._installed:
+            return self
+        self._installed = True
+        if not self.enabled:
+            return self
+        import torch.distributed as dist
+
+        for name in coll.SPECS:
+            orig = getattr(dist, name, None)
+            if orig is not None:
+                self._patch(dist, name, self._wrap_collective(name, orig))
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        self._opt_hook = register_optimizer_step_post_hook(self._on_optimizer_step)
+        self._opt_pre_hook = register_optimizer_step_pre_hook(self._on_optimizer_pre)
+        if self.auto_steps:
+            _watch_import("deepspeed.runtime.engine", self._patch_engine)
+            self._begin(0)
+        return self
+
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        self._patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, new)
+
+    def close(self, status: str = "ok", note: str = "") -> None:
+        """Flush the open step, write the end record and status file, undo every patch."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.auto_steps and self.cur_step is not None and not self._events:
+            # the step an auto boundary opened after the last one: it never ran
+            self.steps_seen.pop()
+            self.cur_step = None
+        if self.cur_step is not None and self._active and self._real:
+            self._end_step()
+        self._deactivate()
+        for owner, name, orig in reversed(self._patched):
+            setattr(owner, name, orig)
+        self._patched.clear()
+        if hasattr(self, "_opt_hook"):
+            self._opt_hook.remove()
+            self._opt_pre_hook.remove()
+        if self.enabled and self._real:
+            self.sink.close(status, self.steps_seen, note)
+
+    def __enter__(self) -> Tracer:
+        return self.install()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        note = "" if exc is None else f"{exc_type.__name__}: {exc}"[:500]
+        self.close("ok" if exc is None else "error", note)
+
+    # -- steps -------------------------------------------------------------------------
+    def step(self, n: int) -> None:
+        """Step ``n`` begins now; the open step (if any) is flushed first."""
+        self._real = True
+        if self.cur_step is not None:
+            self._end_step()
+        self._begin(n)
+
+    def end_step(self) -> None:
+        if self.cur_step is not None:
+            self._end_step()
+
+    def _begin(self, n: int) -> None:
+        self.cur_step = n
+        self.steps_seen.append(n)
+        if self.enabled and self.config.in_window(n):
+            self._activate()
+
+    def _end_step(self) -> None:
+        step = self.cur_step
+        was_active = self._active
+        self._deactivate()
+        if was_active and step is not None:
+            self._suspended += 1
+            try:
+                self.sink.write_step(step, self._events)
+            finally:
+                self._suspended -= 1
+        self._events = []
+        self._calls.clear()
+        self._cache.clear()
+        self.cur_step = None
+
+    def _activate(self) -> None:
+        self._active = True
+        self._seq = 0
+        level = self.config.level
+        if level in ("module", "op"):
+            mm = torch.nn.modules.module
+            self._handles.append(mm.register_module_forward_pre_hook(self._on_module_pre))
+            self._handles.append(mm.register_module_forward_hook(self._on_module_post))
+        if level == "op":
+            self._mode = _OpMode(self)
+            self._mode.__enter__()
+
+    def _deactivate(self) -> None:
+        self._active = False
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+        self._stack.clear()
+
+    def _gate(self) -> bool:
+        return self._active and not self._suspended
+
+    # -- recording ---------------------------------------------------------------------
+    def _mode_for(self, name: str, scope: str) -> DigestMode:
+        mode = self.config.digest
+        if mode == "xor" and any(fnmatch.fnmatchcase(name, p) for p in self.config.order_names):
+            return "both"
+        return mode
+
+    def _stage(self, t: torch.Tensor, mode: DigestMode) -> Staged | None:
+        try:
+            key = (
+                t.untyped_storage().data_ptr(),
+                t.storage_offset(),
+                tuple(t.shape),
+                tuple(t.stride()),
+                t.dtype,
+                t.device,
+                t._version,
+                mode,
+            )
+        except (RuntimeError, NotImplementedError):  # inference tensors, no storage
+            key = None
+        if key is not None:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0]() is not None:
+                return hit[1]
+        s = stage(t, mode)
+        self.digests_staged += 1
+        if key is not None and s is not None:
+            self._cache[key] = (weakref.ref(t), s)
+        return s
+
+    def _stage_all(self, ts: list[torch.Tensor], mode: DigestMode) -> list[Staged | None]:
+        self._suspended += 1
+        try:
+            return [self._stage(t, mode) for t in ts]
+        finally:
+            self._suspended -= 1
+
+    def _scope(self) -> str:
+        if self._stack:
+            return self._stack[-1][0]
+        return self._bwd_scope if self._in_backward() else ""
+
+    def _in_scope(self, scope: str) -> bool:
+        return self._scope_re is None or bool(self._scope_re.search(scope))
+
+    def _wants_dump(self, name: str, scope: str) -> bool:
+        pats = self.config.dump
+        return bool(pats) and any(
+            fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(f"{scope}:{name}", p) for p in pats
+        )
+
+    def _new_event(self, kind: str, name: str, scope: str, phase: str, inputs, caller=None):
+        key = (scope, name)
+        call = self._calls.get(key, 0)
+        self._calls[key] = call + 1
+        self._real = True
+        ev = PendingEvent(
+            seq=self._seq,
+            step=self.cur_step if self.cur_step is not None else -1,
+            kind=kind,
+            name=name,
+            scope=scope,
+            call=call,
+            phase=phase,
+            caller=caller,
+            inputs=inputs,
+        )
+        self._seq += 1
+        self._events.append(ev)
+        return ev
+
+    def _dump(self, ev: PendingEvent, inputs: list | None, outputs: list) -> None:
+        self._suspended += 1
+        try:
+            rel = Path("dumps") / f"rank{self.rank:05d}" / f"s{ev.step}_e{ev.seq}.pt"
+            path = Path(self.config.out_dir) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            cpu = [t.detach().to("cpu", copy=True) for t in outputs]
+            torch.save({"name": ev.name, "scope": ev.scope, "inputs": inputs, "outputs": cpu}, path)
+            ev.dump = str(rel)
+        finally:
+            self._suspended -= 1
+
+    def _cpu_copies(self, ts: list[torch.Tensor]) -> list[torch.Tensor]:
+        self._suspended += 1
+        try:
+            return [t.detach().to("cpu", copy=True) for t in ts]
+        finally:
+            self._suspended -= 1
+
+    # ops
+    def _on_op(self, func, args, kwargs):
+        scope = self._scope()
+        if not self._in_scope(scope):
+            return func(*args, **kwargs)
+        name = func._schema.name
+        if name.startswith("profiler::"):  # record_function markers carry no numerics
+            return func(*args, **kwargs)
+        if func._overloadname != "default":
+            name = f"{name}.{func._overloadname}"
+        mode = self._mode_for(name, scope)
+        ins = _tensors((args, kwargs))
+        staged_in = self._stage_all(ins, mode)  # before the op: in-place ops mutate inputs
+        dump = self._wants_dump(name, scope)
+        dumped_in = self._cpu_copies(ins) if dump else None
+        out = func(*args, **kwargs)
+        ev = self._new_event("op", name, scope, self._phase(), staged_in)
+        outs = _tensors(out)
+        ev.outputs = self._stage_all(outs, mode)
+        if dump:
+            self._dump(ev, dumped_in, outs)
+        return out
+
+    def _phase(self) -> str:
+        if self._stack:
+            return "forward"
+        if self._in_backward():
+            return "backward"
+        return "optimizer" if self._in_optimizer else "other"
+
+    @staticmethod
+    def _in_backward() -> bool:
+        return torch._C._current_autograd_node() is not None
+
+    # modules
+    def _on_module_pre(self, module, args):
+        if not self._gate():
+            return None
+        parent = self._stack[-1][0] if self._stack else None
+        scope = self.scopes.name_of(module, parent)
+        name = type(module).__name__
+        staged = []
+        if self._in_scope(scope):
+            staged = self._stage_all(_tensors(args), self._mode_for(name, scope))
+        self._stack.append((scope, staged))
+        return None
+
+    def _on_module_post(self, module, args, output):
+        if not self._active or not self._stack:
+            return None
+        scope, staged_in = self._stack.pop()
+        if self._suspended or not self._in_scope(scope):
+            return None
+        name = type(module).__name__
+        mode = self._mode_for(name, scope)
+        ev = self._new_event("module", name, scope, "forward", staged_in)
+        outs = _tensors(output)
+        ev.outputs = self._stage_all(outs, mode)
+        if self._wants_dump(name, scope):
+            self._dump(ev, None, outs)
+        for i, t in enumerate(outs):
+            if t.requires_grad and t.grad_fn is not None:
+                t.register_hook(functools.partial(self._on_module_grad, scope, name, i))
+        return None
+
+    def _on_module_grad(self, scope: str, name: str, index: int, grad: torch.Tensor):
+        self._bwd_scope = scope
+        if self._gate():
+            ev = self._new_event("module", name, scope, "backward", [])
+            ev.meta["grad_of_output"] = index
+            ev.outputs = self._stage_all([grad], self._mode_for(name, scope))
+        return None
+
+    # collectives
+    def _wrap_collective(self, fname: str, orig):
+        in_names, out_names = coll.SPECS[fname]
+        sig = inspect.signature(orig)
+        tracer = self
+
+        @functools.wraps(orig)
+        def traced(*args, **kwargs):
+            if not tracer._gate():
+                return orig(*args, **kwargs)
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError:
+                return orig(*args, **kwargs)  # let torch raise its own error
+            bound.apply_defaults()
+            params = bound.arguments
+            mode = tracer._mode_for(fname, "")
+            ins = _tensors([params.get(n) for n in in_names])
+            ev = tracer._new_event(
+                "collective", fname, tracer._scope(), tracer._phase(), [], caller=_caller()
+            )
+            ev.inputs = tracer._stage_all(ins, mode)
+            is_async = fname in coll.ALWAYS_ASYNC or bool(params.get("async_op", False))
+            op = params.get("op")
+            ev.meta = {"async": is_async}
+            if op is not None:
+                ev.meta["op"] = str(op).rsplit(".", 1)[-1]
+            step_at_launch = tracer.cur_step
+            tracer._suspended += 1
+            try:
+                work = orig(*args, **kwargs)
+            finally:
+                tracer._suspended -= 1
+
+            def complete() -> None:
+                if tracer.cur_step != step_at_launch or not tracer._active:
+                    ev.meta["completed"] = "after the step was written"
+                    return
+                outs = _tensors([params.get(n) for n in out_names])
+                ev.outputs = tracer._stage_all(outs, mode)
+                ev.meta["completed"] = "wait" if is_async else "return"
+
+            if is_async and work is not None:
+                ev.meta["completed"] = "not waited before the step ended"
+                return coll.TracedWork(work, complete)
+            complete()
+            return work
+
+        return traced
+
+    # optimizer
+    def _on_optimizer_pre(self, opt, args, kwargs) -> None:
+        self._in_optimizer += 1
+
+    def _on_optimizer_step(self, opt, args, kwargs) -> None:
+        self._in_optimizer = max(0, self._in_optimizer - 1)
+        if self._gate():
+            self._record_optimizer(opt)
+        engine_step = getattr(self._in_engine_step, "depth", 0) > 0
+        if self.auto_steps and not self._engine_seen and not engine_step:
+            n = self.cur_step
+            self.step((n if n is not None else -1) + 1)
+
+    def _record_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        caller = _caller()
+        oname = type(opt).__name__
+        for g, group in enumerate(opt.param_groups):
+            for i, p in enumerate(group["params"]):
+                pname = self.scopes.param_names.get(id(p), f"group{g}.param{i}")
+                state = opt.state.get(p, {})
+                keys = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
+                tensors = [p] + ([p.grad] if p.grad is not None else [])
+                tensors += [state[k] for k in keys]
+                ev = self._new_event("optimizer", pname, oname, "optimizer", [], caller=caller)
+                ev.outputs = self._stage_all(tensors, self.config.digest)
+                ev.meta = {
+                    "tensors": ["param"] + (["grad"] if p.grad is not None else []) + keys,
+                    "scalars": {
+                        k: repr(v) for k, v in state.items() if not isinstance(v, torch.Tensor)
+                    },
+                    "group": g,
+                }
+
+    # DeepSpeed engine
+    def _patch_engine(self, module) -> None:
+        cls = getattr(module, "DeepSpeedEngine", None)
+        if cls is None or getattr(cls, "_triage_patched", False):
+            return
+        tracer = self
+        orig_forward, orig_step = cls.forward, cls.step
+
+        @functools.wraps(orig_forward)
+        def forward(engine, *args, **kwargs):
+            tracer._sync_engine_step(engine)
+            return orig_forward(engine, *args, **kwargs)
+
+        @functools.wraps(orig_step)
+        def step(engine, *args, **kwargs):
+            tracer._sync_engine_step(engine)
+            before = engine.global_steps
+            local = tracer._in_engine_step
+            local.depth = getattr(local, "depth", 0) + 1
+            try:
+                result = orig_step(engine, *args, **kwargs)
+            finally:
+                local.depth -= 1
+            if engine.global_steps != before and tracer.cur_step is not None:
+                tracer._end_step()
+            return result
+
+        self._patch(cls, "forward", forward)
+        self._patch(cls, "step", step)
+        cls._triage_patched = True
+        self._patched.append((cls, "_triage_patched", False))
+
+    def _sync_engine_step(self, engine) -> None:
+        self._engine_seen = True
+        n = int(engine.global_steps)
+        if self.cur_step != n:
+            self.step(n)
+
+
+class _PatchOnImport:
+    """A meta-path finder that runs ``patch(module)`` right after ``target`` is imported."""
+
+    def __init__(self, target: str, patch):
+        self.target = target
+        self.patch = patch
+
+    def find_spec(self, name, path, target=None):
+        if name != self.target:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        orig_exec = loader.exec_module
+        patch = self.patch
+
+        def exec_module(module):
+            orig_exec(module)
+            patch(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _watch_import(target: str, patch) -> None:
+    mod = sys.modules.get(target)
+    if mod is not None:
+        patch(mod)
+    else:
+        sys.meta_path.insert(0, _PatchOnImport(target, patch))

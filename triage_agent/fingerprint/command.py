@@ -1,0 +1,195 @@
+"""Run an unmodified training command with the tracer injected into every process.
+
+``capture_command`` checks the out dir, writes the config file, prepends the injection
+directory to ``PYTHONPATH``, runs the command (argv list, own process group, timeout),
+and then reads back what the ranks wrote: trace files with their sha256, steps seen and
+traced, and a warning when the step window never occurred. The command's exit code is
+passed through; a failed or killed command keeps its partial trace (every completed step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..errors import InputError
+from ..trace_format import TRACE_GLOB
+from .config import CONFIG_ENV, CaptureConfig
+from .inject import INJECT_DIR
+from .sink import CaptureStatus
+
+CONFIG_NAME = "capture_config.json"
+
+
+class TraceFileInfo(BaseModel):
+    path: str
+    sha256: str
+    bytes: int
+    rank: int | None = None
+    steps: list[int] = Field(default_factory=list, description="steps with a step_end line")
+    events: int = 0
+    complete: bool = Field(default=False, description="ends with an 'end' record")
+    torn_tail: bool = Field(default=False, description="last line cut short (a killed rank)")
+
+
+class CaptureResult(BaseModel):
+    argv: list[str]
+    exit_code: int | None = Field(description="the command's exit code; None when it timed out")
+    timed_out: bool = False
+    duration_s: float
+    out_dir: str
+    config_path: str
+    files: list[TraceFileInfo] = Field(default_factory=list)
+    steps_seen: list[int] = Field(default_factory=list, description="every step any rank began")
+    steps_traced: list[int] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    stdout_log: str | None = None
+    stderr_log: str | None = None
+
+
+def check_out_dir(out_dir: Path) -> Path:
+    """Create ``out_dir`` and prove it is writable, before anything is launched."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"trace out dir {out_dir} is not writable: {exc.strerror}") from None
+    return out_dir.resolve()
+
+
+def summarize_trace(path: Path) -> TraceFileInfo:
+    data = path.read_bytes()
+    info = TraceFileInfo(path=str(path), sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if i >= len(lines) - 2:
+                info.torn_tail = True
+                continue
+            raise InputError(f"{path}:{i + 1}: malformed trace line") from None
+        kind = rec.get("type")
+        if kind == "header":
+            info.rank = rec.get("rank")
+        elif kind == "step_end":
+            info.steps.append(rec["step"])
+            info.events += rec.get("events", 0)
+        elif kind == "end":
+            info.complete = True
+    return info
+
+
+def _fmt_steps(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
+
+
+def collect(config: CaptureConfig) -> tuple[list[TraceFileInfo], list[int], list[int], list[str]]:
+    out = Path(config.out_dir)
+    files = [summarize_trace(p) for p in sorted(out.glob(TRACE_GLOB))]
+    files += [summarize_trace(p) for p in sorted(out.glob("part*/" + TRACE_GLOB))]
+    seen: set[int] = set()
+    for st in [*out.glob("capture_rank*.json"), *out.glob("part*/capture_rank*.json")]:
+        seen.update(CaptureStatus.model_validate_json(st.read_text()).steps_seen)
+    traced = sorted({s for f in files for s in f.steps})
+    seen.update(traced)
+    warnings: list[str] = []
+    if any(p.parent != out for p in map(lambda f: Path(f.path), files)):
+        warnings.append("several processes traced the same rank (a resumed run): see part*/")
+    if config.level != "none" and config.steps is not None:
+        a, b = config.steps
+        missing = [s for s in range(a, b + 1) if s not in traced]
+        if len(missing) == b - a + 1:
+            warnings.append(
+                f"step range {a}-{b} never occurred: the run saw steps {_fmt_steps(sorted(seen))}"
+            )
+        elif missing:
+            warnings.append(f"steps {missing} of the window {a}-{b} were not traced on any rank")
+    for f in files:
+        if not f.complete:
+            warnings.append(
+                f"{f.path}: no end record (the rank stopped early); completed steps kept"
+            )
+    return files, sorted(seen), traced, warnings
+
+
+def capture_command(
+    argv: list[str],
+    config: CaptureConfig,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+    log_dir: str | os.PathLike[str] | None = None,
+) -> CaptureResult:
+    if not argv or not all(isinstance(a, str) and a for a in argv):
+        raise InputError("no command to trace: give it after '--', e.g. -- python train.py")
+    out = check_out_dir(Path(config.out_dir))
+    config = config.model_copy(update={"out_dir": out})
+    cfg_path = out / CONFIG_NAME
+    cfg_path.write_text(config.model_dump_json(indent=1))
+    run_env = dict(os.environ if env is None else env)
+    pp = run_env.get("PYTHONPATH", "")
+    run_env["PYTHONPATH"] = str(INJECT_DIR) + (os.pathsep + pp if pp else "")
+    run_env[CONFIG_ENV] = str(cfg_path)
+    logs = Path(log_dir) if log_dir is not None else out
+    logs.mkdir(parents=True, exist_ok=True)
+    so, se = logs / "command.stdout.log", logs / "command.stderr.log"
+    t0 = time.monotonic()
+    timed_out = False
+    with open(so, "wb") as fo, open(se, "wb") as fe:
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=run_env, stdout=fo, stderr=fe, start_new_session=True
+            )
+        except OSError as exc:
+            raise InputError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            code = None
+    files, seen, traced, warnings = collect(config)
+    if timed_out:
+        warnings.insert(0, f"the command ran past {timeout_s}s and was killed; partial trace kept")
+    elif code:
+        warnings.insert(0, f"the command exited with code {code}; partial trace kept")
+    return CaptureResult(
+        argv=list(argv),
+        exit_code=code,
+        timed_out=timed_out,
+        duration_s=round(time.monotonic() - t0, 3),
+        out_dir=str(out),
+        config_path=str(cfg_path),
+        files=files,
+        steps_seen=seen,
+        steps_traced=traced,
+        warnings=warnings,
+        stdout_log=str(so),
+        stderr_log=str(se),
+    )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    # the command runs in its own session: its process group holds every rank it started
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        proc.wait()

@@ -1,0 +1,119 @@
+"""Capture settings: one validated record, passed in (never read from the environment at import).
+
+The injected ``sitecustomize`` reads it from the JSON file named by ``TRIAGE_CAPTURE_CONFIG``;
+in-process users build it directly. Levels are cumulative, narrowest cost first:
+
+* ``none``: no tracing at all; the injection only applies ``policies`` (a policy relaunch).
+* ``collective``: collectives (torch.distributed, hence deepspeed.comm) and optimizer state.
+* ``module``: plus every module's forward outputs and output gradients.
+* ``op``: plus every ATen op (TorchDispatchMode) inside the ``scope`` regex.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..errors import InputError
+from .digest import DigestMode
+
+Level = Literal["none", "collective", "module", "op"]
+LEVELS: tuple[Level, ...] = ("none", "collective", "module", "op")
+CONFIG_ENV = "TRIAGE_CAPTURE_CONFIG"
+
+
+class CaptureConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    out_dir: Path = Field(description="directory for trace_rank*.jsonl, dumps and status files")
+    steps: tuple[int, int] | None = Field(
+        default=None, description="inclusive step window; None traces every step"
+    )
+    level: Level = "module"
+    scope: str | None = Field(default=None, description="regex over module scopes (op/module)")
+    ranks: list[int] | None = Field(default=None, description="ranks to trace; None = all")
+    dump: list[str] = Field(
+        default_factory=list,
+        description="fnmatch patterns over 'name' or 'scope:name' whose tensors are saved whole",
+    )
+    digest: DigestMode = "xor"
+    order_names: list[str] = Field(
+        default_factory=lambda: [
+            "*sort*",
+            "*topk*",
+            "*argmax*",
+            "*index*",
+            "*scatter*",
+            "*gather*",
+        ],
+        description="fnmatch patterns of events that get the order digest even in xor mode",
+    )
+    run_id: str = "run"
+    policies: list[str] = Field(default_factory=list)
+
+    @field_validator("scope")
+    @classmethod
+    def _scope_compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"scope is not a valid regex: {exc}") from None
+        return v
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_plain(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", v):
+            raise ValueError("run_id must be 1-100 characters of [A-Za-z0-9_.-]")
+        return v
+
+    @model_validator(mode="after")
+    def _window_ordered(self) -> CaptureConfig:
+        if self.steps is not None and (self.steps[0] < 0 or self.steps[1] < self.steps[0]):
+            raise ValueError(f"step window {self.steps} is empty or negative")
+        return self
+
+    def in_window(self, step: int) -> bool:
+        return self.steps is None or self.steps[0] <= step <= self.steps[1]
+
+    def traces_rank(self, rank: int) -> bool:
+        return self.ranks is None or rank in self.ranks
+
+
+def parse_steps(spec: str | None) -> tuple[int, int] | None:
+    """'37' -> (37, 37); '36-37' -> (36, 37); None -> None."""
+    if spec is None or spec == "":
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", spec)
+    if not m:
+        raise InputError(f"invalid step range {spec!r}: expected N or A-B (e.g. 36-37)")
+    a = int(m.group(1))
+    b = int(m.group(2)) if m.group(2) else a
+    if b < a:
+        raise InputError(f"invalid step range {spec!r}: the end comes before the start")
+    return a, b
+
+
+def parse_ranks(spec: str | None) -> list[int] | None:
+    """'0,1' -> [0, 1]; '0-3' -> [0, 1, 2, 3]; None -> None (all ranks)."""
+    if spec is None or spec == "":
+        return None
+    out: set[int] = set()
+    for part in spec.split(","):
+        r = parse_steps(part)
+        if r is None:
+            raise InputError(f"invalid rank list {spec!r}")
+        out.update(range(r[0], r[1] + 1))
+    return sorted(out)
+
+
+def load_config(path: str | Path) -> CaptureConfig:
+    p = Path(path)
+    try:
+        return CaptureConfig.model_validate_json(p.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read capture config {p}: {exc.strerror}") from None

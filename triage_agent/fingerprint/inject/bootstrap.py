@@ -1,0 +1,77 @@
+"""What the injected ``sitecustomize`` does in each process of a traced command.
+
+1. Read and validate the :class:`CaptureConfig` named by ``TRIAGE_CAPTURE_CONFIG``; a bad
+   file stops the process with a one-line message (exit 2) rather than running untraced.
+2. Apply ``config.policies`` (always, also for level ``none``: a policy-only relaunch).
+3. Unless the level is ``none``, install a :class:`Tracer` with automatic step boundaries,
+   closed at exit (``status: error`` when the process dies of an exception).
+4. Run any other ``sitecustomize`` that ours shadows on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+from pydantic import ValidationError
+
+from ...errors import TriageError
+from ..config import CONFIG_ENV, load_config
+from . import INJECT_DIR
+
+_state: dict[str, object] = {}
+
+
+def main() -> None:
+    path = os.environ.get(CONFIG_ENV)
+    if path:
+        try:
+            config = load_config(path)
+        except (TriageError, ValidationError) as exc:
+            msg = (
+                str(exc).splitlines()[0] if isinstance(exc, TriageError) else exc.errors()[0]["msg"]
+            )
+            sys.stderr.write(f"triage capture: invalid capture config {path}: {msg}\n")
+            raise SystemExit(2) from None
+        from ... import policies
+
+        policies.apply_all(config.policies)
+        if config.level != "none":
+            _install(config)
+    _chain()
+
+
+def _install(config) -> None:
+    from ..capture import Tracer
+
+    tracer = Tracer(config, auto_steps=True).install()
+    _state["tracer"] = tracer
+    prev_hook = sys.excepthook
+
+    def excepthook(etype, value, tb):
+        _state["error"] = f"{etype.__name__}: {value}"[:500]
+        prev_hook(etype, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(_finish)
+
+
+def _finish() -> None:
+    tracer = _state.get("tracer")
+    if tracer is None:
+        return
+    err = _state.get("error")
+    tracer.close("error" if err else "ok", str(err or ""))
+
+
+def _chain() -> None:
+    """Run the sitecustomize ours shadows, if any, as Python would have."""
+    others = [p for p in sys.path if p and os.path.abspath(p) != str(INJECT_DIR)]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
