@@ -59,6 +59,7 @@ class Func:
     end_line: int
     params: list[str]
     calls: list[tuple[str, ts.Node]] = field(default_factory=list)
+    local_calls: set[str] = field(default_factory=set)  # f(), self.f(), cls.f(): followed
 
 
 class Unit:
@@ -110,30 +111,30 @@ class Unit:
     # -- functions and the file's own call graph ----------------------------------------
     @cached_property
     def functions(self) -> list[Func]:
+        # the query runs in C; only the few ancestors of each definition are walked in Python
         out: list[Func] = []
-        stack: list[tuple[ts.Node, tuple[str, ...]]] = [(self.root, ())]
-        while stack:
-            node, scope = stack.pop()
-            for child in node.children:
-                t = child.type
-                if t in _FUNC_TYPES:
-                    name = self._func_name(child)
-                    out.append(
-                        Func(
-                            name=name,
-                            qualname=".".join((*scope, name)),
-                            node=child,
-                            start_line=self.line(child),
-                            end_line=self.end_line(child),
-                            params=self._params(child),
-                        )
+        for _, caps in ts.QueryCursor(DEF_QUERY[self.lang]).matches(self.root):
+            for node in caps.get("f", ()):
+                name = self._func_name(node)
+                scope: list[str] = []
+                p = node.parent
+                while p is not None:
+                    if p.type in _FUNC_TYPES:
+                        scope.append(self._func_name(p))
+                    elif p.type in _CLASS_TYPES:
+                        n = p.child_by_field_name("name")
+                        scope.append(self.text(n) if n else "?")
+                    p = p.parent
+                out.append(
+                    Func(
+                        name=name,
+                        qualname=".".join((*reversed(scope), name)),
+                        node=node,
+                        start_line=self.line(node),
+                        end_line=self.end_line(node),
+                        params=self._params(node),
                     )
-                    stack.append((child, (*scope, name)))
-                elif t in _CLASS_TYPES:
-                    n = child.child_by_field_name("name")
-                    stack.append((child, (*scope, self.text(n) if n else "?")))
-                elif child.named_child_count:
-                    stack.append((child, scope))
+                )
         out.sort(key=lambda f: f.node.start_byte)
         return out
 
@@ -185,10 +186,15 @@ class Unit:
         self._calls_done = True
         q = CALL_QUERY[self.lang]
         for _, caps in ts.QueryCursor(q).matches(self.root):
+            recv = caps.get("recv")
+            local = not recv or self.text(recv[0]) in ("self", "cls", "this")
             for n in caps.get("name", []):
                 f = self.enclosing_function(n)
                 if f is not None:
-                    f.calls.append((self.text(n), n))
+                    name = self.text(n)
+                    f.calls.append((name, n))
+                    if local:
+                        f.local_calls.add(name)
 
     def calls_of(self, func: Func) -> list[tuple[str, ts.Node]]:
         """Calls made in ``func``'s own body (not in nested defs), by simple name."""
@@ -197,14 +203,15 @@ class Unit:
         return func.calls
 
     def reachable(self, func: Func, depth: int = 6) -> list[Func]:
-        """``func`` plus the functions of this file it reaches by simple-name calls."""
+        """``func`` plus the functions of this file it reaches by ``f()``/``self.f()`` calls."""
         seen = {id(func)}
         order = [func]
         frontier = [func]
         for _ in range(depth):
             nxt: list[Func] = []
             for f in frontier:
-                for name, _node in self.calls_of(f):
+                self.calls_of(f)
+                for name in f.local_calls:
                     for g in self.by_name.get(name, ()):
                         if id(g) not in seen:
                             seen.add(id(g))
@@ -220,21 +227,24 @@ class Unit:
         """Simple name -> the functions of this file that call it."""
         out: dict[str, list[Func]] = {}
         for f in self.functions:
-            for name, _ in self.calls_of(f):
-                lst = out.setdefault(name, [])
-                if not lst or lst[-1] is not f:
-                    lst.append(f)
+            self.calls_of(f)
+            for name in f.local_calls:
+                out.setdefault(name, []).append(f)
         return out
 
 
+DEF_QUERY: dict[Lang, ts.Query] = {
+    "python": ts.Query(LANGUAGES["python"], "(function_definition) @f"),
+    "cpp": ts.Query(LANGUAGES["cpp"], "(function_definition) @f"),
+}
 CALL_QUERY: dict[Lang, ts.Query] = {
     "python": ts.Query(
         LANGUAGES["python"],
-        "(call function: [(identifier) @name (attribute attribute: (identifier) @name)])",
+        "(call function: [(identifier) @name (attribute object: (_) @recv attribute: (identifier) @name)])",
     ),
     "cpp": ts.Query(
         LANGUAGES["cpp"],
-        "(call_expression function: [(identifier) @name (field_expression field: (field_identifier) @name)"
+        "(call_expression function: [(identifier) @name (field_expression argument: (_) @recv field: (field_identifier) @name)"
         " (qualified_identifier name: (identifier) @name)])",
     ),
 }

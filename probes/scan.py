@@ -9,6 +9,8 @@ runs out the result says so in ``budget_hit``: a partial scan is never presented
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 
@@ -21,7 +23,7 @@ from .engine import Engine
 from .model import Category, Probe
 from .rank import Phase, locality, score
 from .registry import all_probes
-from .scope import DEFAULT_EXCLUDES, SourceItem, from_around, from_diff, from_paths
+from .scope import DEFAULT_EXCLUDES, SourceItem, from_around, from_diff, from_paths, module_name
 
 Progress = Callable[[int, int, str], None]
 
@@ -55,6 +57,9 @@ class ScanRequest(BaseModel):
     max_file_bytes: int = Field(default=4_000_000, ge=1)
     exclude_globs: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))
     top_k: int | None = Field(default=None, ge=1)
+    workers: int | None = Field(
+        default=None, ge=1, le=64, description="processes; None: 1 for small scopes, else up to 4"
+    )
 
     @field_validator("diff")
     @classmethod
@@ -90,6 +95,7 @@ class ScanResult(BaseModel):
     revision: str | None = Field(default=None, description="commit scanned, for --diff")
     phase: str | None = None
     probes: list[str] = Field(default_factory=list)
+    workers: int = 1
 
 
 def select_probes(req: ScanRequest) -> list[Probe]:
@@ -124,89 +130,139 @@ def _in_functions(qualname: str | None, wanted: list[str]) -> bool:
     )
 
 
+class _Outcome(BaseModel):
+    """What scanning one file produced (crosses the worker-process boundary)."""
+
+    findings: list[Finding] = Field(default_factory=list)
+    parse_error: ParseIssue | None = None
+    skipped: Skipped | None = None
+    lines: int = 0
+
+
+def _scan_item(engine: Engine, item: SourceItem, req: ScanRequest) -> _Outcome:
+    if item.size > req.max_file_bytes:
+        return _Outcome(
+            skipped=Skipped(file=item.display, reason=f"larger than {req.max_file_bytes} bytes")
+        )
+    try:
+        src = item.read()
+    except OSError as exc:
+        return _Outcome(
+            skipped=Skipped(file=item.display, reason=f"unreadable: {exc.strerror or exc}")
+        )
+    if b"\0" in src[:8192]:
+        return _Outcome(skipped=Skipped(file=item.display, reason="binary (NUL bytes)"))
+    try:
+        src.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _Outcome(skipped=Skipped(file=item.display, reason=f"not UTF-8 (byte {exc.start})"))
+    unit = engine.parse(item.display, item.lang, src)
+    out = _Outcome(lines=src.count(b"\n") + (0 if src.endswith(b"\n") or not src else 1))
+    if unit.first_error_line is not None:
+        out.parse_error = ParseIssue(
+            file=item.display,
+            line=unit.first_error_line,
+            message="syntax error; tree-sitter recovered, findings near it may be missing",
+        )
+    for raw in engine.run(unit):
+        h = raw.hit
+        loc = locality(h.line_start, h.line_end, item.changed, item.windows, req.phase)
+        if loc <= 0.0 or (
+            item.changed is not None and not _near(h.line_start, h.line_end, item.windows)
+        ):
+            continue
+        fname = raw.func.qualname if raw.func else None
+        if req.functions and not _in_functions(fname, req.functions):
+            continue
+        p = raw.probe
+        rep = None
+        if p.template is not None:
+            params = {**p.params, **h.params}
+            mod = module_name(item) if "function" in params else None
+            if mod:
+                params["function"] = f"{mod}.{params['function']}"
+            rep = ReproducerSpec(template=p.template, params=params)
+        out.findings.append(
+            Finding(
+                probe_id=p.id,
+                category=p.category.value,
+                file=item.display,
+                line_start=h.line_start,
+                line_end=h.line_end,
+                function=fname,
+                snippet=unit.snippet(h.line_start, h.line_end),
+                rationale=f"{p.rationale} {h.note}".strip(),
+                severity=p.severity,
+                score=score(p.severity, p.category, h.confidence, req.phase, loc),
+                reproducer=rep,
+            )
+        )
+    return out
+
+
+# state handed to forked workers (set just before the pool starts, read-only afterwards)
+_WORK: tuple[Engine, list[SourceItem], ScanRequest, float | None] | None = None
+
+
+def _worker(indices: list[int]) -> list[tuple[int, _Outcome]]:
+    if _WORK is None:
+        raise RuntimeError("scan worker started without work")
+    engine, items, req, deadline = _WORK
+    done = []
+    for i in indices:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        done.append((i, _scan_item(engine, items[i], req)))
+    return done
+
+
+def _workers_for(req: ScanRequest, n_items: int) -> int:
+    if req.workers is not None:
+        return req.workers
+    if n_items < 200 or "fork" not in mp.get_all_start_methods():
+        return 1  # a bounded scan is faster than starting processes
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def run_scan(req: ScanRequest, progress: Progress | None = None) -> ScanResult:
     """Scan ``req``'s scope with the selected probes; findings sorted by score, best first."""
-    t0 = time.perf_counter()
+    global _WORK
+    t0 = time.monotonic()
+    deadline = t0 + req.max_seconds if req.max_seconds is not None else None
     probes = select_probes(req)
     engine = Engine(probes)
     items, revision = collect(req)
     total = len(items)
-    findings: list[Finding] = []
-    parse_errors: list[ParseIssue] = []
-    skipped: list[Skipped] = []
-    scanned = lines = 0
     budget_hit: str | None = None
-    for i, item in enumerate(items):
-        elapsed = time.perf_counter() - t0
-        if req.max_seconds is not None and elapsed >= req.max_seconds:
-            budget_hit = f"scanned {scanned}/{total} files, {req.max_seconds:g} s budget reached"
-            break
-        if req.max_files is not None and scanned >= req.max_files:
-            budget_hit = f"scanned {scanned}/{total} files, {req.max_files}-file budget reached"
-            break
-        if progress is not None:
-            progress(i, total, item.display)
-        if item.size > req.max_file_bytes:
-            skipped.append(
-                Skipped(file=item.display, reason=f"larger than {req.max_file_bytes} bytes")
-            )
-            continue
+    todo = items[: req.max_files] if req.max_files is not None else items
+    outcomes: dict[int, _Outcome] = {}
+    workers = _workers_for(req, len(todo))
+    if workers > 1:
+        _WORK = (engine, todo, req, deadline)
         try:
-            src = item.read()
-        except OSError as exc:
-            skipped.append(Skipped(file=item.display, reason=f"unreadable: {exc.strerror or exc}"))
-            continue
-        if b"\0" in src[:8192]:
-            skipped.append(Skipped(file=item.display, reason="binary (NUL bytes)"))
-            continue
-        try:
-            src.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            skipped.append(Skipped(file=item.display, reason=f"not UTF-8 (byte {exc.start})"))
-            continue
-        unit = engine.parse(item.display, item.lang, src)
-        scanned += 1
-        lines += src.count(b"\n") + (0 if src.endswith(b"\n") or not src else 1)
-        if unit.first_error_line is not None:
-            parse_errors.append(
-                ParseIssue(
-                    file=item.display,
-                    line=unit.first_error_line,
-                    message="syntax error; tree-sitter recovered, findings near it may be missing",
-                )
-            )
-        for raw in engine.run(unit):
-            h = raw.hit
-            loc = locality(h.line_start, h.line_end, item.changed, item.windows, req.phase)
-            if loc <= 0.0 or (
-                item.changed is not None and not _near(h.line_start, h.line_end, item.windows)
-            ):
-                continue
-            fname = raw.func.qualname if raw.func else None
-            if req.functions and not _in_functions(fname, req.functions):
-                continue
-            p = raw.probe
-            rep = None
-            if p.template is not None:
-                params = {**p.params, **h.params}
-                if "function" in params and item.module:
-                    params["function"] = f"{item.module}.{params['function']}"
-                rep = ReproducerSpec(template=p.template, params=params)
-            findings.append(
-                Finding(
-                    probe_id=p.id,
-                    category=p.category.value,
-                    file=item.display,
-                    line_start=h.line_start,
-                    line_end=h.line_end,
-                    function=fname,
-                    snippet=unit.snippet(h.line_start, h.line_end),
-                    rationale=f"{p.rationale} {h.note}".strip(),
-                    severity=p.severity,
-                    score=score(p.severity, p.category, h.confidence, req.phase, loc),
-                    reproducer=rep,
-                )
-            )
+            with mp.get_context("fork").Pool(workers) as pool:
+                shards = [list(range(w, len(todo), workers)) for w in range(workers)]
+                for part in pool.imap_unordered(_worker, shards):
+                    outcomes.update(part)
+                    if progress is not None:
+                        progress(len(outcomes), total, "")
+        finally:
+            _WORK = None
+    else:
+        for i, item in enumerate(todo):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if progress is not None:
+                progress(i, total, item.display)
+            outcomes[i] = _scan_item(engine, item, req)
+    ordered = [outcomes[i] for i in sorted(outcomes)]
+    skipped = [o.skipped for o in ordered if o.skipped is not None]
+    scanned = len(ordered) - len(skipped)
+    if len(outcomes) < len(todo):
+        budget_hit = f"scanned {scanned}/{total} files, {req.max_seconds:g} s budget reached"
+    elif len(todo) < total:
+        budget_hit = f"scanned {scanned}/{total} files, {req.max_files}-file budget reached"
+    findings = [f for o in ordered for f in o.findings]
     findings.sort(key=lambda f: (-f.score, f.file, f.line_start, f.probe_id))
     kept = findings[: req.top_k] if req.top_k else findings
     return ScanResult(
@@ -214,14 +270,15 @@ def run_scan(req: ScanRequest, progress: Progress | None = None) -> ScanResult:
         total_findings=len(findings),
         files_scanned=scanned,
         files_total=total,
-        lines=lines,
-        seconds=round(time.perf_counter() - t0, 4),
+        lines=sum(o.lines for o in ordered),
+        seconds=round(time.monotonic() - t0, 4),
         budget_hit=budget_hit,
-        parse_errors=parse_errors,
+        parse_errors=[o.parse_error for o in ordered if o.parse_error is not None],
         skipped=skipped,
         revision=revision,
         phase=req.phase,
         probes=[p.id for p in probes],
+        workers=workers,
     )
 
 

@@ -44,7 +44,8 @@ class SourceItem:
     lang: Lang
     read: Callable[[], bytes]
     size: int
-    module: str | None = None  # dotted module name where it can be told
+    module: str | None = None  # dotted module name, where the source already tells it
+    fs_path: Path | None = None  # on disk (None when read from a git tree)
     changed: list[tuple[int, int]] | None = None  # diff hunks (new side), 1-based inclusive
     windows: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, centre)
 
@@ -100,7 +101,14 @@ def _file_item(p: Path, display_root: Path | None) -> SourceItem | None:
     disp = _display(p)
     if display_root is not None and disp == str(p):
         disp = str(p.relative_to(display_root))
-    return SourceItem(disp, lang, p.read_bytes, p.stat().st_size, module=_module_of(p))
+    return SourceItem(disp, lang, p.read_bytes, p.stat().st_size, fs_path=p)
+
+
+def module_name(item: SourceItem) -> str | None:
+    """The dotted module of ``item``, computed only when a finding needs it."""
+    if item.module is None and item.fs_path is not None:
+        item.module = _module_of(item.fs_path)
+    return item.module
 
 
 def from_paths(paths: list[str], excludes: list[str]) -> list[SourceItem]:

@@ -29,6 +29,10 @@ DATA_TOUCH = re.compile(
 )
 
 
+_DOCSTRING = re.compile(r"(\"\"\"|\'\'\')[\s\S]*?\1")
+_COMMENT = re.compile(r"#[^\n]*")
+
+
 @dataclass
 class CkptPath:
     func: Func
@@ -51,4 +55,6 @@ def checkpoint_entry(unit: Unit, f: Func) -> CkptPath | None:
     if not any(name in io for g in closure for name, _ in unit.calls_of(g)):
         return None
     text = "\n".join(unit.text(g.node) for g in closure)
+    # what the code does, not what its comments and docstrings say
+    text = _COMMENT.sub("", _DOCSTRING.sub("", text))
     return CkptPath(f, kind, closure, text)

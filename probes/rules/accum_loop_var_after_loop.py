@@ -32,7 +32,10 @@ def _check(m: Match) -> Hit | None:
         return None  # the loop exits early on purpose: its variable names the found item
     end = Unit.end_line(m.anchor)
     after = m.unit.lines[end : f.end_line]
+    after_text = "\n".join(after)
     for name in _bound_in_loop(m):
+        if name not in after_text:
+            continue
         word = re.compile(rf"(?<![.\w]){re.escape(name)}\b")
         for i, line in enumerate(after):
             code = line.split("#", 1)[0]

@@ -12,9 +12,10 @@ def _check(m: Match) -> Hit | None:
     if not is_grad_text(obj):
         return None
     method = m.text("m")
-    if method in ("to", "type"):
-        if not re.search(LOWP_DTYPE + r"|HalfTensor|BFloat16Tensor", m.text("args")):
-            return None
+    if method in ("to", "type") and not re.search(
+        LOWP_DTYPE + r"|HalfTensor|BFloat16Tensor", m.text("args")
+    ):
+        return None
     return Hit(
         Unit.line(m.anchor),
         Unit.end_line(m.anchor),

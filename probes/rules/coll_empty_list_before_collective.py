@@ -14,6 +14,8 @@ from ..model import Category, Hit, Match, Probe
 def _from_param(name: str, params: list[str], body: str) -> str | None:
     if name in params:
         return name
+    if not re.search(rf"\b{re.escape(name)}\s*=\s*\[", body):
+        return None
     # xs = [... for ... in P ...] | xs = [] ... for ... in P: ... xs.append(...)
     for p in params:
         q = re.escape(p)
@@ -41,14 +43,13 @@ def _check(m: Match) -> Hit | None:
     f = m.unit.enclosing_function(m.anchor)
     if f is None:
         return None
-    name = m.text("x")
-    body = func_text(m.unit, f)
-    source = _from_param(name, f.params, body)
-    if source is None:
-        return None
     at = Unit.line(m.anchor)
     later = [c for c in collective_lines(m.unit, f) if c > at]
     if not later:
+        return None
+    name = m.text("x")
+    source = _from_param(name, f.params, func_text(m.unit, f))
+    if source is None:
         return None
     before = "\n".join(m.unit.lines[f.start_line - 1 : at - 1])
     if _guarded({name, source}, before):

@@ -10,24 +10,22 @@ _DECAY = re.compile(r"weight_decay|\bwd\b|decay")
 
 
 def _check(m: Match) -> Hit | None:
-    f = m.unit.enclosing_function(m.anchor)
-    if f is None:
-        return None
-    root = init_reach(m.unit).get(id(f))
-    if root is None:
-        return None
     if m.anchor.type == "augmented_assignment":
         target = m.text("lhs")
         key = re.search(r"['\"](\w+)['\"]\s*\]$", target)
         name = key.group(1) if key else target.rsplit(".", 1)[-1]
         if not STEP_NAME_RE.match(name):
             return None
-        note = f"`{target}` advances in `{f.qualname}`, reached from `{root}`."
+        what = f"`{target}` advances"
     else:
-        args = m.text("args")
-        if not _DECAY.search(args):
+        if not _DECAY.search(m.text("args")):
             return None
-        note = f"weight decay applied in `{f.qualname}`, reached from `{root}`."
+        what = "weight decay is applied"
+    f = m.unit.enclosing_function(m.anchor)
+    root = init_reach(m.unit).get(id(f)) if f is not None else None
+    if f is None or root is None:
+        return None
+    note = f"{what} in `{f.qualname}`, reached from `{root}`."
     return Hit(Unit.line(m.anchor), Unit.end_line(m.anchor), note=note)
 
 
