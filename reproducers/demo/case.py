@@ -264,6 +264,8 @@ def materialize_run(
     """Produce one run's outputs under ``workspace/materialized/<run>-<key>``, or reuse them."""
     if not run.launch:
         raise InputError(f"run {run.name!r} has no launch commands: set runs.{run.name}.launch")
+    if run.cwd is not None and not Path(run.cwd).is_dir():
+        raise InputError(f"run {run.name!r}: working directory {run.cwd} does not exist")
     say = progress or (lambda _msg: None)
     key = run_cache_key(run)
     out = (Path(workspace) / CACHE_DIR / f"{run.name}-{key}").resolve()
