@@ -37,7 +37,8 @@ from triage_agent.ledger import dumps_state
 from triage_agent.ledger_view import to_markdown
 
 from .security import Workspace, cap_text
-from .tools import Progress, ToolSpec, available_tools
+from .spec import Progress, ToolSpec
+from .tools import available_tools
 from .workflow_prompt import INSTRUCTIONS, two_stage_prompt
 
 log = logging.getLogger("triage-mcp")

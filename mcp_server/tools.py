@@ -1,649 +1,124 @@
-"""The one registry of MCP tools: name, input model, output model, annotations, function.
+"""The one registry of MCP tools: name, title, input model, output model, annotations, function.
 
-Each tool is a ``ToolSpec``; the server builds its tool list from ``available_tools()`` and
-nothing about a tool is written anywhere else. The functions are thin: they check paths
-through the ``Workspace`` and call library functions in ``triage_agent`` (and, once they
-exist, ``probes`` and ``reproducers``). They run in a worker thread, raise ``TriageError`` on
-bad input (the server turns it into a tool error result) and return one pydantic model.
+The server builds its tool list from ``available_tools()`` and nothing about a tool is
+written anywhere else: the description is the function's docstring, the input schema is the
+input model's, the output schema the output model's.
 
 Annotations are set honestly: a tool that appends to the ledger is not read-only; a tool
-that only appends (never removes or rewrites) is not destructive; ``open_world`` is true only
-for tools that run processes whose effects reach outside the ledger.
+that only appends (never removes or rewrites) is not destructive; a tool that overwrites
+files it owns is destructive but idempotent; ``open_world`` is true only for tools that run
+processes whose effects reach outside the ledger.
 
-Capabilities being built elsewhere join the registry in ``_optional_specs`` the moment
-their module imports; until then the tool is absent, never a stub.
+Tools whose library functions are built alongside (reproducers, capture, comparison,
+replay) are listed in ``OPTIONAL`` with a check that their functions exist; until then the
+tool is absent from the list, never a stub.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
 
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
-
-from probes.model import Category
-from probes.rank import Phase
-from probes.scan import ScanResult
-from triage_agent.config import case_from_dict, load_case
-from triage_agent.errors import InputError
-from triage_agent.ledger import LedgerState
-from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, to_markdown
-from triage_agent.paths import split_rev_range
-from triage_agent.records import (
-    EXECUTION_KINDS,
-    Case,
-    Classification,
-    Hypothesis,
-    HypothesisStatus,
-    ReproducerSpec,
-    Verdict,
-)
-from triage_agent.workflow.characterize import MismatchReport
-
-from .security import (
-    MAX_LIST_ITEMS,
-    MAX_NAME_CHARS,
-    MAX_PATH_CHARS,
-    MAX_TEXT_CHARS,
-    Workspace,
-    WorkspaceInfo,
-    cap_text,
+from . import case_tools as c
+from . import scan_tools as s
+from .spec import (
+    APPENDS,
+    APPENDS_IDEMPOTENT,
+    READ_ONLY,
+    WRITES_FILES,
+    ToolSpec,
 )
 
-
-class Progress(Protocol):
-    """Progress sink handed to long tools: ``progress(done, total, message)``."""
-
-    def __call__(
-        self, done: float, total: float | None = None, message: str | None = None
-    ) -> None: ...
-
-
-class In(BaseModel):
-    """Base of every tool input: unknown arguments are an error, not silently dropped."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-Path_ = Field(max_length=MAX_PATH_CHARS)
-Id_ = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-# Appends to the ledger; the same call twice records twice (two hypotheses, two notes).
-APPENDS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-)
-# Appends, but calling it again with the same arguments leaves the same state.
-APPENDS_IDEMPOTENT = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-# Writes files it owns (a report) over their previous version: same input, same output.
-WRITES_FILES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
-# Runs a process (a reproducer, a relaunched training run): its effects reach outside.
-RUNS_PROCESS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    title: str
-    input: type[BaseModel]
-    output: type[BaseModel]
-    annotations: ToolAnnotations
-    fn: Callable[[Workspace, Any, Progress], BaseModel]
-
-    @property
-    def description(self) -> str:
-        return (self.fn.__doc__ or self.title).strip()
-
-
-# -- case ------------------------------------------------------------------------------------
-class OpenCaseIn(In):
-    path: str | None = Field(
-        default=None,
-        max_length=MAX_PATH_CHARS,
-        description="case file (triage.toml layout), inside the workspace; default: the "
-        "file the server was started with, else <workspace>/triage.toml",
-    )
-
-
-class CaseOut(BaseModel):
-    case: Case
-    recorded: bool = Field(description="whether this call appended the case to the ledger")
-    workspace: WorkspaceInfo
-
-
-def _record_case(ws: Workspace, case: Case) -> bool:
-    if ws.ledger.state().case == case:
-        return False
-    ws.ledger.set_case(case)
-    return True
-
-
-def open_case(ws: Workspace, args: OpenCaseIn, progress: Progress) -> CaseOut:
-    """Open a case file (triage.toml layout) and record it in the ledger.
-
-    Every path the case names must lie in the workspace or the source roots the server was
-    started with. Launch commands are honoured only from the startup case file."""
-    if args.path is None and ws.case_file is None:
-        raise InputError("no case file: give 'path', or start the server with --case")
-    path = ws.path(args.path, must_exist=True) if args.path else ws.case_file
-    assert path is not None
-    case = load_case(path)
-    assert case is not None
-    ws.adopt(case, from_startup_file=path == ws.case_file)
-    return CaseOut(case=case, recorded=_record_case(ws, case), workspace=ws.info())
-
-
-class RunIn(In):
-    metrics: str | None = Field(
-        default=None, max_length=MAX_PATH_CHARS, description="metric fingerprint file or directory"
-    )
-    trace_dir: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
-    source_repo: str | None = Field(
-        default=None, max_length=MAX_PATH_CHARS, description="git repository of the run's code"
-    )
-    source_rev: str | None = Field(
-        default=None, max_length=200, description="git revision (must resolve in source_repo)"
-    )
-
-
-class CreateCaseIn(In):
-    name: str = Field(default="case", min_length=1, max_length=MAX_NAME_CHARS)
-    description: str = Field(default="", max_length=MAX_TEXT_CHARS)
-    run_a: RunIn = Field(description="the reference run")
-    run_b: RunIn = Field(description="the suspect run")
-    mismatch_step: int | None = Field(default=None, ge=0, le=10**9)
-    scan_paths: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
-    correspondence_map: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
-
-
-def create_case(ws: Workspace, args: CreateCaseIn, progress: Progress) -> CaseOut:
-    """Create a case from two runs' metric fingerprints (and optional sources) and record it.
-
-    Paths are relative to the workspace and must stay inside the allowed roots. A case made
-    here has no launch commands: relaunching a run needs a case file started with the
-    server."""
-    runs: dict[str, dict[str, Any]] = {}
-    for key, run in (("a", args.run_a), ("b", args.run_b)):
-        d: dict[str, Any] = {"metrics": run.metrics, "trace_dir": run.trace_dir}
-        if run.source_repo is not None:
-            d["source"] = {"repo": run.source_repo, "rev": run.source_rev}
-            if run.source_rev is not None:
-                ws.rev(run.source_repo, run.source_rev)
-        elif run.source_rev is not None:
-            raise InputError(f"run {key}: source_rev needs source_repo")
-        runs[key] = {k: v for k, v in d.items() if v is not None}
-    raw = {
-        "case": {
-            "name": args.name,
-            "description": args.description,
-            "mismatch_step": args.mismatch_step,
-            "workspace": str(ws.ledger.workspace),
-            "source_roots": [str(r) for r in ws.roots],
-            "scan_paths": args.scan_paths,
-            "correspondence_map": args.correspondence_map,
-        },
-        "runs": runs,
-    }
-    raw["case"] = {k: v for k, v in raw["case"].items() if v is not None}
-    case = case_from_dict(raw, ws.root, origin="create_case")
-    ws.adopt(case)
-    return CaseOut(case=case, recorded=_record_case(ws, case), workspace=ws.info())
-
-
-# -- the mismatch step -----------------------------------------------------------------------
-class ConfirmMismatchIn(In):
-    step: int | None = Field(
-        default=None, ge=0, le=10**9, description="the step you believe first differs"
-    )
-
-
-class MismatchOut(BaseModel):
-    report: MismatchReport = Field(
-        description="first differing step, what differs, the phase of the interval"
-    )
-    confirmed: bool = Field(description="the metric bits first differ at the claimed step")
-    common_steps: int = Field(description="steps both runs logged (the list in report is capped)")
-
-
-def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress) -> MismatchOut:
-    """Find the first step whose metric bits differ between the runs, characterise the
-    interval (first step, resume, accumulation boundary, multi-rank, update) and record it as
-    metrics evidence. Printed loss is not evidence: the raw bits of every metric are compared."""
-    from triage_agent.workflow import confirm_mismatch as confirm
-
-    case = ws.require_case()
-    paths = []
-    for run in (case.run_a, case.run_b):
-        if run.metrics is None:
-            raise InputError(f"run {run.name} declares no metrics path")
-        paths.append(ws.path(run.metrics, must_exist=True))
-    progress(0, 1, "comparing metric bits")
-    claimed = args.step if args.step is not None else case.mismatch_step
-    rep = confirm(case, ws.ledger, claimed, paths[0], paths[1])
-    progress(1, 1, rep.message)
-    n = len(rep.diff.common_steps)
-    capped = rep.diff.model_copy(
-        update={
-            "common_steps": rep.diff.common_steps[:MAX_LIST_ITEMS],
-            "mismatches": rep.diff.mismatches[:MAX_LIST_ITEMS],
-            "only_in_a": rep.diff.only_in_a[:MAX_LIST_ITEMS],
-            "only_in_b": rep.diff.only_in_b[:MAX_LIST_ITEMS],
-        }
-    )
-    return MismatchOut(
-        report=rep.model_copy(update={"diff": capped}),
-        confirmed=rep.step is not None and not rep.given_step_wrong,
-        common_steps=n,
-    )
-
-
-# -- the ledger ------------------------------------------------------------------------------
-class LedgerSummaryIn(In):
-    markdown: bool = Field(default=False, description="also return the ledger as Markdown")
-
-
-class LedgerSummaryOut(BaseModel):
-    ledger: str
-    events: int
-    case: str | None
-    mismatch_step: int | None
-    findings: int
-    hypotheses: list[HypothesisRow]
-    evidence: int
-    verdict: Verdict | None
-    torn_tail: str | None = Field(description="a torn last line that readers ignored, if any")
-    markdown: str | None = None
-
-
-def ledger_summary(ws: Workspace, args: LedgerSummaryIn, progress: Progress) -> LedgerSummaryOut:
-    """Summarise the evidence ledger: hypotheses with status and evidence counts, the verdict."""
-    st: LedgerState = ws.ledger.state()
-    torn = None
-    if st.torn_tail:
-        torn = f"{st.torn_tail.length} bytes at offset {st.torn_tail.offset}, ignored"
-    return LedgerSummaryOut(
-        ledger=str(ws.ledger.path),
-        events=st.events,
-        case=st.case.name if st.case else None,
-        mismatch_step=st.case.mismatch_step if st.case else None,
-        findings=len(st.findings),
-        hypotheses=hypothesis_rows(st)[:MAX_LIST_ITEMS],
-        evidence=len(st.evidence),
-        verdict=st.verdict,
-        torn_tail=torn,
-        markdown=cap_text(to_markdown(st)) if args.markdown else None,
-    )
-
-
-class RecordHypothesisIn(In):
-    statement: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    category: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
-    findings: list[str] = Field(
-        default_factory=list, max_length=MAX_LIST_ITEMS, description="finding ids it rests on"
-    )
-    reproducer: ReproducerSpec | None = Field(
-        default=None, description="the reproducer template (and parameters) that can test it"
-    )
-
-
-class HypothesisOut(BaseModel):
-    hypothesis: Hypothesis
-
-
-def record_hypothesis(ws: Workspace, args: RecordHypothesisIn, progress: Progress) -> HypothesisOut:
-    """Record a hypothesis (status open). It stays a hypothesis until execution evidence
-    supports or refutes it."""
-    known = ws.ledger.state().findings
-    missing = [f for f in args.findings if f not in known]
-    if missing:
-        raise InputError(f"unknown finding id(s): {', '.join(missing[:10])}")
-    hyp = Hypothesis(
-        statement=args.statement,
-        category=args.category,
-        findings=args.findings,
-        reproducer=args.reproducer,
-    )
-    return HypothesisOut(hypothesis=ws.ledger.put_hypothesis(hyp))
-
-
-class UpdateHypothesisIn(In):
-    id: str = Id_
-    status: HypothesisStatus | None = None
-    classification: Classification | None = None
-    statement: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT_CHARS)
-    evidence: list[str] = Field(
-        default_factory=list,
-        max_length=MAX_LIST_ITEMS,
-        description="evidence ids that justify a supported/refuted status",
-    )
-
-
-def _check_status_evidence(
-    st: LedgerState, hyp_id: str, status: HypothesisStatus, ev: list[str]
-) -> None:
-    """supported/refuted need cited execution evidence about this hypothesis saying so."""
-    if status not in (HypothesisStatus.supported, HypothesisStatus.refuted):
-        return
-    by_id = {e.id: e for e in st.evidence}
-    unknown = [e for e in ev if e not in by_id]
-    if unknown:
-        raise InputError(f"unknown evidence id(s): {', '.join(unknown[:10])}")
-    ok = [
-        by_id[e]
-        for e in ev
-        if by_id[e].kind in EXECUTION_KINDS
-        and hyp_id in by_id[e].hypotheses
-        and by_id[e].result.value == status.value
-    ]
-    if not ok:
-        raise InputError(
-            f"marking {hyp_id} {status.value} needs execution evidence (reproducer, trace, byte "
-            f"compare, replay, rerun) about {hyp_id} whose result is {status.value}; cite its id"
-        )
-
-
-def update_hypothesis(ws: Workspace, args: UpdateHypothesisIn, progress: Progress) -> HypothesisOut:
-    """Change a hypothesis' status, classification or wording. 'supported' and 'refuted'
-    need cited execution evidence about it with that result."""
-    changes = args.model_dump(exclude={"id", "evidence"}, exclude_none=True)
-    if not changes:
-        raise InputError("nothing to update: give status, classification or statement")
-    if args.status is not None:
-        _check_status_evidence(ws.ledger.state(), args.id, args.status, args.evidence)
-    return HypothesisOut(hypothesis=ws.ledger.update_hypothesis(args.id, **changes))
-
-
-class RecordVerdictIn(In):
-    hypothesis: str | None = Field(
-        default=None, max_length=64, description="a supported hypothesis"
-    )
-    classification: Classification
-    statement: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    location: str | None = Field(
-        default=None, max_length=1000, description="file:line and/or trace event"
-    )
-    evidence: list[str] = Field(
-        default_factory=list, max_length=MAX_LIST_ITEMS, description="the evidence chain, in order"
-    )
-    next_action: str = Field(default="", max_length=MAX_TEXT_CHARS)
-
-
-class VerdictOut(BaseModel):
-    verdict: Verdict
-
-
-def record_verdict(ws: Workspace, args: RecordVerdictIn, progress: Progress) -> VerdictOut:
-    """Record the verdict. Refused unless its evidence chain holds execution evidence and
-    its hypothesis (if any) is supported; 'unknown' is always allowed."""
-    return VerdictOut(verdict=ws.ledger.set_verdict(Verdict(**args.model_dump())))
-
-
-class AddNoteIn(In):
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-
-
-class NoteOut(BaseModel):
-    recorded: bool
-    events: int
-
-
-def add_note(ws: Workspace, args: AddNoteIn, progress: Progress) -> NoteOut:
-    """Append a free-text note to the ledger (a decision, a budget spent, a dead end).
-    Notes are never evidence."""
-    ws.ledger.note(args.text, source="mcp")
-    return NoteOut(recorded=True, events=ws.ledger.state().events)
-
-
-# -- the registry ----------------------------------------------------------------------------
-CORE_SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec("open_case", "Open a case file", OpenCaseIn, CaseOut, APPENDS_IDEMPOTENT, open_case),
+CORE: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "create_case", "Create a case", CreateCaseIn, CaseOut, APPENDS_IDEMPOTENT, create_case
+        "open_case", "Open a case file", c.OpenCaseIn, c.CaseOut, APPENDS_IDEMPOTENT, c.open_case
+    ),
+    ToolSpec(
+        "create_case", "Create a case", c.CreateCaseIn, c.CaseOut, APPENDS_IDEMPOTENT, c.create_case
     ),
     ToolSpec(
         "confirm_mismatch",
         "Confirm the mismatch step",
-        ConfirmMismatchIn,
-        MismatchOut,
+        c.ConfirmMismatchIn,
+        c.MismatchOut,
         APPENDS,
-        confirm_mismatch,
+        c.confirm_mismatch,
     ),
-    ToolSpec(
-        "ledger_summary",
-        "Ledger summary",
-        LedgerSummaryIn,
-        LedgerSummaryOut,
-        READ_ONLY,
-        ledger_summary,
-    ),
+    ToolSpec("list_probes", "List probes", s.ListProbesIn, s.ProbesOut, READ_ONLY, s.list_probes),
+    ToolSpec("scan", "Bounded static scan", s.ScanIn, s.ScanOut, APPENDS, s.scan),
     ToolSpec(
         "record_hypothesis",
         "Record a hypothesis",
-        RecordHypothesisIn,
-        HypothesisOut,
+        c.RecordHypothesisIn,
+        c.HypothesisOut,
         APPENDS,
-        record_hypothesis,
+        c.record_hypothesis,
     ),
     ToolSpec(
         "update_hypothesis",
         "Update a hypothesis",
-        UpdateHypothesisIn,
-        HypothesisOut,
+        c.UpdateHypothesisIn,
+        c.HypothesisOut,
         APPENDS_IDEMPOTENT,
-        update_hypothesis,
+        c.update_hypothesis,
     ),
     ToolSpec(
-        "record_verdict", "Record the verdict", RecordVerdictIn, VerdictOut, APPENDS, record_verdict
+        "record_verdict",
+        "Record the verdict",
+        c.RecordVerdictIn,
+        c.VerdictOut,
+        APPENDS,
+        c.record_verdict,
     ),
-    ToolSpec("add_note", "Add a note", AddNoteIn, NoteOut, APPENDS, add_note),
-)
-
-
-# -- report ----------------------------------------------------------------------------------
-class WriteReportIn(In):
-    out_dir: str | None = Field(
-        default=None,
-        max_length=MAX_PATH_CHARS,
-        description="where to write report.md / report.html; default <ledger dir>/report",
-    )
-
-
-class ReportOut(BaseModel):
-    markdown: str
-    html: str
-    plot: str | None
-    verdict: Verdict | None
-
-
-def write_report(ws: Workspace, args: WriteReportIn, progress: Progress) -> ReportOut:
-    """Write the reviewer's report (Markdown and a self-contained HTML page) from the ledger:
-    the mismatch, hypotheses with their evidence and reproducing commands, trace divergences,
-    the verdict with its evidence chain. Overwrites an earlier report in the same directory."""
-    from triage_agent.report import write_report as write
-
-    out = ws.path(args.out_dir or ws.ledger.workspace / "report")
-    paths = write(ws.ledger, out)
-    return ReportOut(**paths.model_dump(), verdict=ws.ledger.state().verdict)
-
-
-# -- probes ----------------------------------------------------------------------------------
-class ListProbesIn(In):
-    category: str | None = Field(default=None, max_length=MAX_NAME_CHARS, description="filter")
-
-
-class ProbeInfo(BaseModel):
-    id: str
-    category: str
-    severity: str
-    title: str
-    rationale: str
-    template: str | None = Field(description="the reproducer template that tests its findings")
-    lang: str
-    references: list[str]
-
-
-class ProbesOut(BaseModel):
-    probes: list[ProbeInfo]
-
-
-def list_probes(ws: Workspace, args: ListProbesIn, progress: Progress) -> ProbesOut:
-    """List the static-scan probes: what each looks for, why it matters for bitwise
-    agreement, and which reproducer template can test its findings."""
-    from probes.registry import all_probes
-
-    return ProbesOut(
-        probes=[
-            ProbeInfo(**p.model_dump(include=set(ProbeInfo.model_fields)))
-            for p in all_probes()
-            if args.category is None or p.category == args.category
-        ]
-    )
-
-
-class ScanIn(In):
-    paths: list[str] = Field(
-        default_factory=list,
-        max_length=100,
-        description="files, directories or dotted modules inside the allowed roots; default: "
-        "the case's scan_paths, else its source roots",
-    )
-    diff: str | None = Field(
-        default=None, max_length=401, description="REV_A..REV_B: scan only the changed hunks"
-    )
-    repo: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="for diff")
-    around: list[str] = Field(
-        default_factory=list, max_length=100, description="FILE:LINE locations to scan around"
-    )
-    window: int = Field(default=40, ge=0, le=5000, description="lines each side of a location")
-    categories: list[Category] = Field(default_factory=list, max_length=20)
-    probes: list[str] = Field(default_factory=list, max_length=200)
-    functions: list[str] = Field(default_factory=list, max_length=100)
-    phase: Phase | None = Field(default=None, description="the mismatch phase, for ranking")
-    max_files: int = Field(default=2000, ge=1, le=50_000, description="file budget")
-    max_seconds: float = Field(default=30.0, gt=0, le=600, description="time budget")
-    top_k: int = Field(default=50, ge=1, le=MAX_LIST_ITEMS, description="findings kept")
-    record: bool = Field(default=True, description="record the kept findings in the ledger")
-
-
-class ScanOut(BaseModel):
-    result: ScanResult = Field(description="ranked findings and what was not scanned, and why")
-    recorded: int = Field(description="findings appended to the ledger")
-
-
-def _contained_module_or_path(ws: Workspace, raw: str) -> str:
-    from probes.scope import resolve_module
-
-    p = ws.absolute(raw)
-    if not p.exists() and "/" not in raw and raw.replace(".", "").replace("_", "").isalnum():
-        mod = resolve_module(raw)
-        if mod is not None:
-            p = mod
-    return str(ws.path(p, must_exist=True))
-
-
-def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
-    """Bounded static scan with the probes: explicit paths, the hunks changed between two git
-    revisions, or windows around FILE:LINE locations; within a file budget and a time budget.
-    Findings are ranked for the mismatch phase and recorded in the ledger. They are
-    hypotheses to test, never verdicts; a budget hit is reported, never hidden."""
-    from probes.scan import ScanRequest, run_scan
-
-    case = ws.case
-    paths = [_contained_module_or_path(ws, p) for p in args.paths]
-    around = []
-    for spec in args.around:
-        file, sep, line = spec.rpartition(":")
-        if not sep:
-            raise InputError(f"invalid location {spec!r}: expected FILE:LINE")
-        around.append(f"{ws.path(file, must_exist=True)}:{line}")
-    repo = None
-    if args.diff is not None:
-        a, b = split_rev_range(args.diff)
-        repo_arg = args.repo or (
-            paths[0]
-            if paths
-            else (case.run_b.source.repo if case and case.run_b.source else str(ws.root))
-        )
-        repo = str(ws.path(repo_arg, must_exist=True))
-        ws.rev(repo, a), ws.rev(repo, b)
-    elif not paths and not around:
-        if case is None:
-            raise InputError("nothing to scan: give paths, diff or around (or open a case)")
-        paths = [str(ws.path(p, must_exist=True)) for p in (case.scan_paths or case.source_roots)]
-    req = ScanRequest(
-        paths=paths,
-        diff=args.diff,
-        repo=repo,
-        around=around,
-        window=args.window,
-        categories=args.categories,
-        probes=args.probes,
-        functions=args.functions,
-        phase=args.phase,
-        max_files=args.max_files,
-        max_seconds=args.max_seconds,
-        top_k=args.top_k,
-        **({"exclude_globs": case.exclude_globs} if case else {}),
-    )
-    result = run_scan(req, lambda i, n, what: progress(i, n, what))
-    progress(result.files_scanned, result.files_total, result.budget_hit or "scan complete")
-    if args.record:
-        for f in result.findings:
-            ws.ledger.add_finding(f)
-        ws.ledger.note(
-            f"scan: {result.files_scanned}/{result.files_total} files, "
-            f"{result.total_findings} findings ({len(result.findings)} kept)"
-            + (f"; {result.budget_hit}" if result.budget_hit else ""),
-            source="mcp",
-        )
-    return ScanOut(result=result, recorded=len(result.findings) if args.record else 0)
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:
-        return False
-
-
-# Tools whose library functions live in modules built alongside: (modules needed, specs).
-OPTIONAL_SPECS: tuple[tuple[tuple[str, ...], ToolSpec], ...] = (
-    (
-        ("probes.registry",),
-        ToolSpec("list_probes", "List probes", ListProbesIn, ProbesOut, READ_ONLY, list_probes),
+    ToolSpec("add_note", "Add a note", c.AddNoteIn, c.NoteOut, APPENDS, c.add_note),
+    ToolSpec(
+        "ledger_summary",
+        "Ledger summary",
+        c.LedgerSummaryIn,
+        c.LedgerSummaryOut,
+        READ_ONLY,
+        c.ledger_summary,
     ),
-    (
-        ("probes.scan",),
-        ToolSpec("scan", "Bounded static scan", ScanIn, ScanOut, APPENDS, scan),
-    ),
-    (
-        ("triage_agent.report",),
-        ToolSpec(
-            "write_report", "Write the report", WriteReportIn, ReportOut, WRITES_FILES, write_report
-        ),
+    ToolSpec(
+        "write_report",
+        "Write the report",
+        c.WriteReportIn,
+        c.ReportOut,
+        WRITES_FILES,
+        c.write_report,
     ),
 )
 
 
-def _optional_specs() -> list[ToolSpec]:
-    """Tools whose library functions are being written elsewhere: present once they import."""
-    return [spec for mods, spec in OPTIONAL_SPECS if all(_importable(m) for m in mods)]
+def has(module: str, *names: str) -> Callable[[], bool]:
+    """A check that ``module`` imports and defines ``names`` (without failing if it does not)."""
+
+    def check() -> bool:
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            return False
+        return all(hasattr(mod, n) for n in names)
+
+    return check
+
+
+# (is the library function there?, the module holding the specs, their names)
+OPTIONAL: tuple[tuple[Callable[[], bool], str, tuple[str, ...]], ...] = ()
+
+
+def _optional() -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    for ready, module, names in OPTIONAL:
+        if ready():
+            mod = importlib.import_module(module)
+            out += [getattr(mod, n) for n in names]
+    return out
 
 
 def available_tools() -> list[ToolSpec]:
-    specs = [*CORE_SPECS, *_optional_specs()]
-    names = [s.name for s in specs]
+    specs = [*CORE, *_optional()]
+    names = [t.name for t in specs]
     if len(names) != len(set(names)):  # pragma: no cover - a programming error
         raise RuntimeError(f"duplicate tool names in the registry: {names}")
     return specs

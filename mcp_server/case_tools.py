@@ -1,0 +1,365 @@
+"""Tools over the case and the ledger: open/create a case, confirm the mismatch step,
+hypotheses, the verdict, notes, the summary and the report.
+
+Each function checks paths through the Workspace and calls one library function; the
+policy that a hypothesis becomes supported or refuted only on execution evidence lives in
+``_check_status_evidence``, the one rule this layer adds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from triage_agent.config import case_from_dict, load_case
+from triage_agent.errors import InputError
+from triage_agent.ledger import LedgerState
+from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, to_markdown
+from triage_agent.records import (
+    EXECUTION_KINDS,
+    Case,
+    Classification,
+    Hypothesis,
+    HypothesisStatus,
+    ReproducerSpec,
+    Verdict,
+)
+from triage_agent.workflow.characterize import MismatchReport
+
+from .security import (
+    MAX_LIST_ITEMS,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_TEXT_CHARS,
+    Workspace,
+    WorkspaceInfo,
+    cap_text,
+)
+from .spec import ID_PATTERN, In, Progress
+
+
+# -- case ------------------------------------------------------------------------------------
+class OpenCaseIn(In):
+    path: str | None = Field(
+        default=None,
+        max_length=MAX_PATH_CHARS,
+        description="case file (triage.toml layout), inside the workspace; default: the "
+        "file the server was started with, else <workspace>/triage.toml",
+    )
+
+
+class CaseOut(BaseModel):
+    case: Case
+    recorded: bool = Field(description="whether this call appended the case to the ledger")
+    workspace: WorkspaceInfo
+
+
+def _record_case(ws: Workspace, case: Case) -> bool:
+    if ws.ledger.state().case == case:
+        return False
+    ws.ledger.set_case(case)
+    return True
+
+
+def open_case(ws: Workspace, args: OpenCaseIn, progress: Progress) -> CaseOut:
+    """Open a case file (triage.toml layout) and record it in the ledger.
+
+    Every path the case names must lie in the workspace or the source roots the server was
+    started with. Launch commands are honoured only from the startup case file."""
+    if args.path is None and ws.case_file is None:
+        raise InputError("no case file: give 'path', or start the server with --case")
+    path = ws.path(args.path, must_exist=True) if args.path else ws.case_file
+    assert path is not None
+    case = load_case(path)
+    assert case is not None
+    ws.adopt(case, from_startup_file=path == ws.case_file)
+    return CaseOut(case=case, recorded=_record_case(ws, case), workspace=ws.info())
+
+
+class RunIn(In):
+    metrics: str | None = Field(
+        default=None, max_length=MAX_PATH_CHARS, description="metric fingerprint file or directory"
+    )
+    trace_dir: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
+    source_repo: str | None = Field(
+        default=None, max_length=MAX_PATH_CHARS, description="git repository of the run's code"
+    )
+    source_rev: str | None = Field(
+        default=None, max_length=200, description="git revision (must resolve in source_repo)"
+    )
+
+
+class CreateCaseIn(In):
+    name: str = Field(default="case", min_length=1, max_length=MAX_NAME_CHARS)
+    description: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    run_a: RunIn = Field(description="the reference run")
+    run_b: RunIn = Field(description="the suspect run")
+    mismatch_step: int | None = Field(default=None, ge=0, le=10**9)
+    scan_paths: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    correspondence_map: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
+
+
+def create_case(ws: Workspace, args: CreateCaseIn, progress: Progress) -> CaseOut:
+    """Create a case from two runs' metric fingerprints (and optional sources) and record it.
+
+    Paths are relative to the workspace and must stay inside the allowed roots. A case made
+    here has no launch commands: relaunching a run needs a case file started with the
+    server."""
+    runs: dict[str, dict[str, Any]] = {}
+    for key, run in (("a", args.run_a), ("b", args.run_b)):
+        d: dict[str, Any] = {"metrics": run.metrics, "trace_dir": run.trace_dir}
+        if run.source_repo is not None:
+            d["source"] = {"repo": run.source_repo, "rev": run.source_rev}
+            if run.source_rev is not None:
+                ws.rev(run.source_repo, run.source_rev)
+        elif run.source_rev is not None:
+            raise InputError(f"run {key}: source_rev needs source_repo")
+        runs[key] = {k: v for k, v in d.items() if v is not None}
+    raw = {
+        "case": {
+            "name": args.name,
+            "description": args.description,
+            "mismatch_step": args.mismatch_step,
+            "workspace": str(ws.ledger.workspace),
+            "source_roots": [str(r) for r in ws.roots],
+            "scan_paths": args.scan_paths,
+            "correspondence_map": args.correspondence_map,
+        },
+        "runs": runs,
+    }
+    raw["case"] = {k: v for k, v in raw["case"].items() if v is not None}
+    case = case_from_dict(raw, ws.root, origin="create_case")
+    ws.adopt(case)
+    return CaseOut(case=case, recorded=_record_case(ws, case), workspace=ws.info())
+
+
+# -- the mismatch step -----------------------------------------------------------------------
+class ConfirmMismatchIn(In):
+    step: int | None = Field(
+        default=None, ge=0, le=10**9, description="the step you believe first differs"
+    )
+
+
+class MismatchOut(BaseModel):
+    report: MismatchReport = Field(
+        description="first differing step, what differs, the phase of the interval"
+    )
+    confirmed: bool = Field(description="the metric bits first differ at the claimed step")
+    common_steps: int = Field(description="steps both runs logged (the list in report is capped)")
+
+
+def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress) -> MismatchOut:
+    """Find the first step whose metric bits differ between the runs, characterise the
+    interval (first step, resume, accumulation boundary, multi-rank, update) and record it as
+    metrics evidence. Printed loss is not evidence: the raw bits of every metric are compared."""
+    from triage_agent.workflow import confirm_mismatch as confirm
+
+    case = ws.require_case()
+    paths = []
+    for run in (case.run_a, case.run_b):
+        if run.metrics is None:
+            raise InputError(f"run {run.name} declares no metrics path")
+        paths.append(ws.path(run.metrics, must_exist=True))
+    progress(0, 1, "comparing metric bits")
+    claimed = args.step if args.step is not None else case.mismatch_step
+    rep = confirm(case, ws.ledger, claimed, paths[0], paths[1])
+    progress(1, 1, rep.message)
+    n = len(rep.diff.common_steps)
+    capped = rep.diff.model_copy(
+        update={
+            "common_steps": rep.diff.common_steps[:MAX_LIST_ITEMS],
+            "mismatches": rep.diff.mismatches[:MAX_LIST_ITEMS],
+            "only_in_a": rep.diff.only_in_a[:MAX_LIST_ITEMS],
+            "only_in_b": rep.diff.only_in_b[:MAX_LIST_ITEMS],
+        }
+    )
+    return MismatchOut(
+        report=rep.model_copy(update={"diff": capped}),
+        confirmed=rep.step is not None and not rep.given_step_wrong,
+        common_steps=n,
+    )
+
+
+# -- the ledger ------------------------------------------------------------------------------
+class LedgerSummaryIn(In):
+    markdown: bool = Field(default=False, description="also return the ledger as Markdown")
+
+
+class LedgerSummaryOut(BaseModel):
+    ledger: str
+    events: int
+    case: str | None
+    mismatch_step: int | None
+    findings: int
+    hypotheses: list[HypothesisRow]
+    evidence: int
+    verdict: Verdict | None
+    torn_tail: str | None = Field(description="a torn last line that readers ignored, if any")
+    markdown: str | None = None
+
+
+def ledger_summary(ws: Workspace, args: LedgerSummaryIn, progress: Progress) -> LedgerSummaryOut:
+    """Summarise the evidence ledger: hypotheses with status and evidence counts, the verdict."""
+    st: LedgerState = ws.ledger.state()
+    torn = None
+    if st.torn_tail:
+        torn = f"{st.torn_tail.length} bytes at offset {st.torn_tail.offset}, ignored"
+    return LedgerSummaryOut(
+        ledger=str(ws.ledger.path),
+        events=st.events,
+        case=st.case.name if st.case else None,
+        mismatch_step=st.case.mismatch_step if st.case else None,
+        findings=len(st.findings),
+        hypotheses=hypothesis_rows(st)[:MAX_LIST_ITEMS],
+        evidence=len(st.evidence),
+        verdict=st.verdict,
+        torn_tail=torn,
+        markdown=cap_text(to_markdown(st)) if args.markdown else None,
+    )
+
+
+class RecordHypothesisIn(In):
+    statement: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    category: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    findings: list[str] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="finding ids it rests on"
+    )
+    reproducer: ReproducerSpec | None = Field(
+        default=None, description="the reproducer template (and parameters) that can test it"
+    )
+
+
+class HypothesisOut(BaseModel):
+    hypothesis: Hypothesis
+
+
+def record_hypothesis(ws: Workspace, args: RecordHypothesisIn, progress: Progress) -> HypothesisOut:
+    """Record a hypothesis (status open). It stays a hypothesis until execution evidence
+    supports or refutes it."""
+    known = ws.ledger.state().findings
+    missing = [f for f in args.findings if f not in known]
+    if missing:
+        raise InputError(f"unknown finding id(s): {', '.join(missing[:10])}")
+    hyp = Hypothesis(
+        statement=args.statement,
+        category=args.category,
+        findings=args.findings,
+        reproducer=args.reproducer,
+    )
+    return HypothesisOut(hypothesis=ws.ledger.put_hypothesis(hyp))
+
+
+class UpdateHypothesisIn(In):
+    id: str = Field(min_length=1, max_length=64, pattern=ID_PATTERN)
+    status: HypothesisStatus | None = None
+    classification: Classification | None = None
+    statement: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT_CHARS)
+    evidence: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LIST_ITEMS,
+        description="evidence ids that justify a supported/refuted status",
+    )
+
+
+def _check_status_evidence(
+    st: LedgerState, hyp_id: str, status: HypothesisStatus, ev: list[str]
+) -> None:
+    """supported/refuted need cited execution evidence about this hypothesis saying so."""
+    if status not in (HypothesisStatus.supported, HypothesisStatus.refuted):
+        return
+    by_id = {e.id: e for e in st.evidence}
+    unknown = [e for e in ev if e not in by_id]
+    if unknown:
+        raise InputError(f"unknown evidence id(s): {', '.join(unknown[:10])}")
+    ok = [
+        by_id[e]
+        for e in ev
+        if by_id[e].kind in EXECUTION_KINDS
+        and hyp_id in by_id[e].hypotheses
+        and by_id[e].result.value == status.value
+    ]
+    if not ok:
+        raise InputError(
+            f"marking {hyp_id} {status.value} needs execution evidence (reproducer, trace, byte "
+            f"compare, replay, rerun) about {hyp_id} whose result is {status.value}; cite its id"
+        )
+
+
+def update_hypothesis(ws: Workspace, args: UpdateHypothesisIn, progress: Progress) -> HypothesisOut:
+    """Change a hypothesis' status, classification or wording. 'supported' and 'refuted'
+    need cited execution evidence about it with that result."""
+    changes = args.model_dump(exclude={"id", "evidence"}, exclude_none=True)
+    if not changes:
+        raise InputError("nothing to update: give status, classification or statement")
+    if args.status is not None:
+        _check_status_evidence(ws.ledger.state(), args.id, args.status, args.evidence)
+    return HypothesisOut(hypothesis=ws.ledger.update_hypothesis(args.id, **changes))
+
+
+class RecordVerdictIn(In):
+    hypothesis: str | None = Field(
+        default=None, max_length=64, description="a supported hypothesis"
+    )
+    classification: Classification
+    statement: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    location: str | None = Field(
+        default=None, max_length=1000, description="file:line and/or trace event"
+    )
+    evidence: list[str] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="the evidence chain, in order"
+    )
+    next_action: str = Field(default="", max_length=MAX_TEXT_CHARS)
+
+
+class VerdictOut(BaseModel):
+    verdict: Verdict
+
+
+def record_verdict(ws: Workspace, args: RecordVerdictIn, progress: Progress) -> VerdictOut:
+    """Record the verdict. Refused unless its evidence chain holds execution evidence and
+    its hypothesis (if any) is supported; 'unknown' is always allowed."""
+    return VerdictOut(verdict=ws.ledger.set_verdict(Verdict(**args.model_dump())))
+
+
+class AddNoteIn(In):
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+
+
+class NoteOut(BaseModel):
+    recorded: bool
+    events: int
+
+
+def add_note(ws: Workspace, args: AddNoteIn, progress: Progress) -> NoteOut:
+    """Append a free-text note to the ledger (a decision, a budget spent, a dead end).
+    Notes are never evidence."""
+    ws.ledger.note(args.text, source="mcp")
+    return NoteOut(recorded=True, events=ws.ledger.state().events)
+
+
+# -- report ----------------------------------------------------------------------------------
+class WriteReportIn(In):
+    out_dir: str | None = Field(
+        default=None,
+        max_length=MAX_PATH_CHARS,
+        description="where to write report.md / report.html; default <ledger dir>/report",
+    )
+
+
+class ReportOut(BaseModel):
+    markdown: str
+    html: str
+    plot: str | None
+    verdict: Verdict | None
+
+
+def write_report(ws: Workspace, args: WriteReportIn, progress: Progress) -> ReportOut:
+    """Write the reviewer's report (Markdown and a self-contained HTML page) from the ledger:
+    the mismatch, hypotheses with their evidence and reproducing commands, trace divergences,
+    the verdict with its evidence chain. Overwrites an earlier report in the same directory."""
+    from triage_agent.report import write_report as write
+
+    out = ws.path(args.out_dir or ws.ledger.workspace / "report")
+    paths = write(ws.ledger, out)
+    return ReportOut(**paths.model_dump(), verdict=ws.ledger.state().verdict)
