@@ -1,7 +1,76 @@
-"""Placeholder: this command group is registered here once it exists."""
+"""`triage metrics diff A B`: the first step whose metric bits differ, and a distance plot."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.table import Table
+
+from .common import console
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    group = typer.Typer(
+        help="Metric fingerprints (exact bits per step and rank).", no_args_is_help=True
+    )
+    app.add_typer(group, name="metrics")
+
+    @group.command("diff", help="First step whose bits differ (exit 0 equal, 1 different).")
+    def diff(
+        a: Annotated[Path, typer.Argument(help="metrics dir or file of run A")],
+        b: Annotated[Path, typer.Argument(help="metrics dir or file of run B")],
+        plot: Annotated[
+            Path | None, typer.Option("--plot", help="PNG of per-step distance per metric")
+        ] = Path("metric_distance.png"),
+        no_plot: Annotated[bool, typer.Option("--no-plot", help="skip the PNG")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
+    ) -> None:
+        from ..metrics import diff_metrics, load_metrics
+        from ..metrics_plot import distance, plot_metric_distance
+
+        ra, rb = load_metrics(a), load_metrics(b)
+        d = diff_metrics(ra, rb)
+        png = None if no_plot or plot is None else plot_metric_distance(ra, rb, plot)
+        if as_json:
+            typer.echo(d.model_dump_json(indent=1))
+        else:
+            if d.first_step is None:
+                console.print(
+                    f"[green]bitwise equal[/] over {len(d.common_steps)} common steps, ranks {d.ranks}"
+                )
+            else:
+                console.print(
+                    f"first differing step: [bold]{d.first_step}[/] "
+                    f"(last equal: {d.last_equal_step})"
+                )
+                t = Table()
+                for col in ("rank", "metric", "A bits", "B bits", "distance"):
+                    t.add_column(col)
+                for m in d.mismatches:
+                    if m.a is not None and m.b is not None:
+                        dist, unit = distance(m.a, m.b)
+                        dd = f"{dist:g} {unit}"
+                    else:
+                        dd = "missing"
+                    t.add_row(
+                        str(m.rank),
+                        m.metric,
+                        m.a.bits if m.a else "-",
+                        m.b.bits if m.b else "-",
+                        dd,
+                    )
+                console.print(t)
+            for label, v in (
+                ("resumed (A)", d.resumes_a),
+                ("resumed (B)", d.resumes_b),
+                ("only in A", d.only_in_a),
+                ("only in B", d.only_in_b),
+            ):
+                if v:
+                    console.print(f"{label}: {v}", highlight=False)
+            if png:
+                console.print(f"plot: {png}")
+        sys.exit(0 if d.first_step is None else 1)

@@ -1,7 +1,93 @@
-"""Placeholder: this command group is registered here once it exists."""
+"""`triage trace [options] -- COMMAND...`: trace an unmodified training command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.table import Table
+
+from ..errors import InputError
+from .common import console
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    @app.command(
+        "trace",
+        context_settings={"allow_interspersed_args": False},
+        help="Trace every rank of COMMAND (deepspeed, torchrun or python) and write one "
+        "JSONL trace per rank. The command's exit code is passed through.",
+    )
+    def trace(
+        command: Annotated[list[str], typer.Argument(help="the training command, after --")],
+        steps: Annotated[
+            str | None, typer.Option("--steps", help="step window, N or A-B (default: all)")
+        ] = None,
+        level: Annotated[
+            str, typer.Option("--level", help="none | collective | module | op")
+        ] = "module",
+        scope: Annotated[
+            str | None, typer.Option("--scope", help="regex over module scopes")
+        ] = None,
+        ranks: Annotated[str | None, typer.Option("--ranks", help="e.g. 0,1 or 0-3")] = None,
+        out: Annotated[Path, typer.Option("--out", help="trace directory")] = Path(
+            ".triage/traces/run"
+        ),
+        dump: Annotated[
+            list[str] | None,
+            typer.Option("--dump", help="save whole tensors of events matching this pattern"),
+        ] = None,
+        digest: Annotated[str, typer.Option("--digest", help="xor | order | both")] = "xor",
+        run_id: Annotated[str, typer.Option("--run-id", help="label in every header")] = "run",
+        policy: Annotated[
+            list[str] | None, typer.Option("--policy", help="policy applied in every process")
+        ] = None,
+        timeout: Annotated[
+            float | None, typer.Option("--timeout", help="seconds before the run is killed")
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    ) -> None:
+        from ..fingerprint import CaptureConfig, capture_command, parse_ranks, parse_steps
+
+        if not command:
+            raise InputError("no command to trace: give it after '--', e.g. -- python train.py")
+        config = CaptureConfig(
+            out_dir=out,
+            steps=parse_steps(steps),
+            level=level,
+            scope=scope,
+            ranks=parse_ranks(ranks),
+            dump=dump or [],
+            digest=digest,
+            run_id=run_id,
+            policies=policy or [],
+        )
+        result = capture_command(command, config, timeout_s=timeout)
+        if as_json:
+            typer.echo(result.model_dump_json(indent=1))
+        else:
+            table = Table(title=f"trace of {' '.join(command)[:80]}")
+            for col in ("file", "rank", "steps", "events", "complete", "sha256"):
+                table.add_column(col)
+            for f in result.files:
+                st = f"{f.steps[0]}-{f.steps[-1]}" if f.steps else "-"
+                table.add_row(
+                    Path(f.path).name,
+                    str(f.rank),
+                    st,
+                    str(f.events),
+                    str(f.complete),
+                    f.sha256[:12],
+                )
+            console.print(table)
+            console.print(f"out dir: {result.out_dir}   logs: {result.stderr_log}")
+            for w in result.warnings:
+                console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        code = result.exit_code
+        sys.exit(124 if code is None else code)
+
+    from . import manifest_cmd
+
+    manifest_cmd.register(app)

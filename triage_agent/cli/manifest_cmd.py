@@ -1,0 +1,43 @@
+"""`triage manifest diff A B`: compare two state manifests (exit 0 equal, 1 different)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .common import console
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Checkpoint state manifests.", no_args_is_help=True)
+    app.add_typer(group, name="manifest")
+
+    @group.command("diff", help="Say which tensors, scalars and RNG streams differ.")
+    def diff(
+        a: Annotated[Path, typer.Argument(help="manifest A (JSON)")],
+        b: Annotated[Path, typer.Argument(help="manifest B (JSON)")],
+        as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
+        limit: Annotated[int, typer.Option("--limit", help="rows shown")] = 50,
+    ) -> None:
+        from ..manifest import diff_manifests, load_manifest
+
+        d = diff_manifests(load_manifest(a), load_manifest(b))
+        if as_json:
+            typer.echo(d.model_dump_json(indent=1))
+        elif d.equal:
+            console.print(f"[green]equal[/]: {d.compared} entries compared")
+        else:
+            t = Table(title=f"{len(d.differences)} differing of {d.compared} compared")
+            for col in ("section", "path", "reason", "A", "B"):
+                t.add_column(col)
+            for e in d.differences[:limit]:
+                t.add_row(e.section, e.path, e.reason, (e.a or "")[:24], (e.b or "")[:24])
+            console.print(t)
+            for label, items in (("only in A", d.only_in_a), ("only in B", d.only_in_b)):
+                if items:
+                    console.print(f"{label}: {', '.join(items[:limit])}", highlight=False)
+        sys.exit(0 if d.equal else 1)
