@@ -1,7 +1,142 @@
-"""Placeholder: this command group is registered here once it exists."""
+"""`triage compare A [B]`: a thin wrapper over triage_agent.compare.
+
+Exit codes: 0 identical, 1 diverged, 2 malformed input (the message names file and line).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.table import Table
+
+from ..compare import compare_runs, export_perfetto, load_pair, load_run, to_markdown
+from ..compare.result import CompareResult, EventRef
+from .common import console
+
+
+class OutFormat(StrEnum):
+    table = "table"
+    json = "json"
+    md = "md"
+    perfetto = "perfetto"
+
+
+def _where(r: EventRef | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r.name} [{r.scope or '<root>'}] step {r.step} #{r.index} line {r.line}"
+
+
+def _table(res: CompareResult) -> None:
+    t = Table(title=f"trace comparison: {res.status}" + ("" if res.complete else " (incomplete)"))
+    for col in ("rank", "status", "paired", "differ", "unmatched", "first divergence", "origin"):
+        t.add_column(col)
+    for r in res.ranks:
+        fd = r.first_divergence
+        first = f"{fd.role}: {_where(fd.a or fd.b)}" if fd else "-"
+        if fd and fd.labels:
+            first += " (" + ", ".join(lb.code for lb in fd.labels) + ")"
+        origin = (
+            _where(r.origin.a)
+            if r.origin
+            else ("outside capture scope" if r.outside_scope else "-")
+        )
+        t.add_row(
+            str(r.rank),
+            r.status,
+            str(r.matched),
+            str(r.differing),
+            str(r.unmatched_total),
+            first,
+            origin,
+        )
+    console.print(t)
+    s = res.summary
+    console.print(
+        f"origins on ranks {s.origin_ranks or '-'}; receivers only {s.receiver_only_ranks or '-'};"
+        f" identical {s.identical_ranks or '-'}",
+        highlight=False,
+    )
+    if s.note:
+        console.print(s.note, highlight=False)
+    for r in res.ranks:
+        if r.outside_scope:
+            console.print(f"rank {r.rank}: no origin on the traced events; widen:", highlight=False)
+            for k, v in r.outside_scope.model_dump().items():
+                if v:
+                    console.print(f"  {k}: {v}", highlight=False)
+        for u in r.unmatched[:10]:
+            e = u.event
+            console.print(
+                f"rank {r.rank}: unmatched in {e.run.upper()} ({u.reason}): {_where(e)}",
+                highlight=False,
+            )
+        if r.unmatched_total > 10:
+            console.print(
+                f"rank {r.rank}: ... {r.unmatched_total - 10} more unmatched (--format json)"
+            )
+    for w in res.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def compare(
+    a: Annotated[
+        Path,
+        typer.Argument(help="Run A: a trace directory or file (or one file holding both runs)."),
+    ],
+    b: Annotated[Path | None, typer.Argument(help="Run B (omit when A holds both runs).")] = None,
+    rank: Annotated[
+        list[int] | None, typer.Option("--rank", "-r", help="Compare only this rank (repeatable).")
+    ] = None,
+    mapping: Annotated[
+        Path | None,
+        typer.Option("--map", help="Correspondence map (TOML/JSON regex rules, A -> B)."),
+    ] = None,
+    fmt: Annotated[
+        OutFormat, typer.Option("--format", "-f", help="Output: table, json, md or perfetto.")
+    ] = OutFormat.table,
+    input_format: Annotated[
+        str,
+        typer.Option(
+            "--input-format", help="auto, native, bridge, megatron-lm, debugmode, chrome."
+        ),
+    ] = "auto",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write json/md/perfetto output to this file.")
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Validate every native trace line, not only those that differ."
+        ),
+    ] = False,
+) -> None:
+    """Align two traced runs rank by rank and report each rank's first divergence.
+
+    Exit codes: 0 identical, 1 diverged, 2 malformed input.
+    """
+    if b is None:
+        run_a, run_b = load_pair(a, input_format)
+    else:
+        run_a = load_run(a, input_format, strict=strict)
+        run_b = load_run(b, input_format, strict=strict)
+    res = compare_runs(run_a, run_b, mapping=mapping, ranks=rank or None)
+    if fmt is OutFormat.perfetto:
+        path = export_perfetto(res, run_a, run_b, out or Path("compare_trace.json"))
+        console.print(f"trace view written to {path} (open in ui.perfetto.dev)", highlight=False)
+    elif fmt is OutFormat.table:
+        _table(res)
+    else:
+        text = res.model_dump_json(indent=2) if fmt is OutFormat.json else to_markdown(res)
+        if out:
+            out.write_text(text)
+        else:
+            typer.echo(text)
+    raise typer.Exit(0 if res.status == "identical" else 1)
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("compare")(compare)

@@ -1,0 +1,28 @@
+"""Offline comparison of two traced runs: alignment, first divergence, byte confirmation.
+
+Library API (the workflow, the MCP server and the CLI call these):
+``load_run``, ``compare_runs``, ``confirm_bytes``, ``export_perfetto``, ``to_markdown``.
+Nothing here imports torch, except ``confirm_bytes`` loading ``.pt`` dumps lazily.
+"""
+
+from .bytes import ByteReport, confirm_bytes
+from .engine import compare_runs
+from .export import export_perfetto, to_markdown
+from .importers import load_pair, load_run
+from .mapping import Mapping, load_mapping
+from .model import TraceRun
+from .result import CompareResult
+
+__all__ = [
+    "ByteReport",
+    "CompareResult",
+    "Mapping",
+    "TraceRun",
+    "compare_runs",
+    "confirm_bytes",
+    "export_perfetto",
+    "load_mapping",
+    "load_pair",
+    "load_run",
+    "to_markdown",
+]

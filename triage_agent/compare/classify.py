@@ -1,0 +1,191 @@
+"""Reading an alignment: the first divergence of a rank, its role, and its known labels.
+
+The rule (Megatron Core's tracing method): in execution order, the first paired event whose
+input digests are equal and whose output digests differ is a candidate origin; an event
+whose inputs already differ is a receiver, and the walk goes on. No origin on the traced
+events means the origin lies outside the capture scope, and the result says what to widen.
+
+Labels that change how a mismatch must be read:
+- ``uncaptured-upstream``: the first mismatch is a view/slice/reshape/``_to_copy``; such an
+  op cannot change bits itself, so an uncaptured kernel upstream wrote its input.
+- ``probe-artifact``: ``empty*`` outputs, ``meta.uninitialized``, or an async destination
+  hashed before completion (``meta.async`` true and ``meta.waited`` false). Set aside; the
+  walk continues.
+- ``possible-race``: inputs equal before the op in both runs but different after it
+  (``meta.inputs_after``, digests taken after the op): something wrote them concurrently.
+- ``collective``: equal local inputs, different outputs of a collective; a peer's
+  contribution or the reduction order differs. The cross-rank summary says which.
+- ``no-input-digests``: the format records no inputs; origin and receiver are undecidable.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .model import Ev
+from .result import Divergence, EventRef, Label, Widen
+
+_VIEW_OPS = frozenset(
+    ["view", "_unsafe_view", "reshape", "slice", "select", "as_strided", "expand", "permute", "transpose", "t", "_to_copy", "to", "contiguous", "unsqueeze", "squeeze", "narrow", "split", "split_with_sizes", "chunk", "unbind", "alias", "detach", "flatten", "unflatten", "view_as", "expand_as", "_reshape_alias", "lift_fresh"]
+)
+_EMPTY_RE = re.compile(r"^(new_)?empty(_like|_strided|_permuted)?$")
+
+
+def base_op(name: str) -> str:
+    """'aten::slice.Tensor' -> 'slice'; 'aten.view.default' -> 'view'."""
+    n = name.split("::")[-1]
+    if n.startswith("aten."):
+        n = n[5:]
+    return n.split(".")[0]
+
+
+def is_view_like(name: str) -> bool:
+    return base_op(name) in _VIEW_OPS
+
+
+def artifact_reason(e: Ev) -> str | None:
+    if _EMPTY_RE.match(base_op(e.name)):
+        return f"'{e.name}' returns uninitialised memory; its digest is noise"
+    meta = e.meta or {}
+    if meta.get("uninitialized"):
+        return "the tracer marked this output uninitialised"
+    if meta.get("async") and meta.get("waited") is False:
+        return "async destination hashed before its wait(); hash it after completion"
+    return None
+
+
+def ref(e: Ev, run: str, rank: int, source: Path) -> EventRef:
+    return EventRef(
+        run=run,  # type: ignore[arg-type]
+        rank=rank,
+        index=e.index,
+        seq=e.seq,
+        line=e.line,
+        file=str(source),
+        step=e.step,
+        kind=e.kind,
+        name=e.name,
+        scope=e.scope,
+        call=e.call,
+        phase=e.phase,
+        caller=e.caller,
+        dump=e.dump,
+    )
+
+
+def _diff_idx(x: tuple, y: tuple) -> list[int]:
+    out = [k for k, (p, q) in enumerate(zip(x, y, strict=False)) if p != q]
+    out += list(range(min(len(x), len(y)), max(len(x), len(y))))
+    return out
+
+
+def judge_pair(
+    ea: Ev, eb: Ev, rank: int, src_a: Path, src_b: Path, records_inputs: bool
+) -> Divergence | None:
+    """None when the pair agrees; otherwise its role and labels."""
+    if ea.inputs == eb.inputs and ea.outputs == eb.outputs:
+        if (
+            ea.inputs_after is not None
+            and eb.inputs_after is not None
+            and ea.inputs_after != eb.inputs_after
+        ):
+            pass  # equal outputs but written-after inputs differ: reported as a race below
+        else:
+            return None
+    d_in = _diff_idx(ea.inputs, eb.inputs)
+    d_out = _diff_idx(ea.outputs, eb.outputs)
+    labels: list[Label] = []
+    ins_equal = not d_in
+    if not records_inputs:
+        role = "observed"
+        labels.append(
+            Label(
+                code="no-input-digests",
+                message="this format records no input digests: the first mismatch is where "
+                "the difference was first observed, not a proven origin",
+            )
+        )
+    elif ins_equal:
+        role = "origin"
+    else:
+        role = "receiver"
+    why = artifact_reason(ea) or artifact_reason(eb)
+    if why:
+        labels.append(Label(code="probe-artifact", message=why))
+    if is_view_like(ea.name) and not why:
+        labels.append(
+            Label(
+                code="uncaptured-upstream",
+                message=f"'{ea.name}' cannot change bits; an uncaptured kernel upstream wrote "
+                "this input (trace below the dispatcher, or one hop earlier)",
+            )
+        )
+    if (
+        ins_equal
+        and ea.inputs_after is not None
+        and eb.inputs_after is not None
+        and ea.inputs_after != eb.inputs_after
+    ):
+        labels.append(
+            Label(
+                code="possible-race",
+                message="inputs had equal digests before the op and different ones after it: "
+                "written concurrently (a race or an unsynchronised stream)",
+            )
+        )
+    if ins_equal and ea.kind == "collective" and d_out:
+        labels.append(
+            Label(
+                code="collective",
+                message="equal local inputs, different result: a peer rank's contribution "
+                "or the reduction order differs; see the other ranks",
+            )
+        )
+    if d_in and not d_out and records_inputs:
+        labels.append(Label(code="absorbed", message="different inputs gave equal outputs here"))
+    return Divergence(
+        role=role,  # type: ignore[arg-type]
+        a=ref(ea, "a", rank, src_a),
+        b=ref(eb, "b", rank, src_b),
+        inputs_equal=ins_equal if records_inputs else None,
+        differing_inputs=d_in,
+        differing_outputs=d_out,
+        labels=labels,
+    )
+
+
+def widen_for(
+    first: Divergence, header: dict[str, Any], first_step: int, world: int | None, traced_ranks: int
+) -> Widen:
+    """What to capture next when a rank's first mismatch is a receiver (no origin found)."""
+    e = first.a or first.b
+    assert e is not None  # a receiver is always a pair
+    cfg = header.get("config", {}) if header else {}
+    level = cfg.get("level")
+    w = Widen()
+    if e.step <= first_step:
+        w.steps = (
+            f"start the window before step {e.step}: the first traced step already "
+            "receives different inputs"
+        )
+    else:
+        w.steps = (
+            f"steps before {e.step} matched; trace the boundary between steps "
+            f"{e.step - 1} and {e.step} (optimizer step, data loader, RNG, checkpoint load)"
+        )
+    if world and traced_ranks < world:
+        w.ranks = f"trace all {world} ranks (only {traced_ranks} traced)"
+    elif e.kind == "collective":
+        w.ranks = "compare the same collective's inputs on its peer ranks"
+    if level and level not in ("ops", "aten"):
+        w.level = f"capture level is '{level}': capture ATen ops in scope '{e.scope}'"
+    else:
+        w.level = "capture below the dispatcher (custom kernels) or semantic boundaries"
+    inputs = ", ".join(str(k) for k in first.differing_inputs) or "?"
+    w.scope = (
+        f"widen the capture scope beyond '{e.scope or '<root>'}' to the producer of "
+        f"input(s) {inputs} of '{e.name}'"
+    )
+    return w

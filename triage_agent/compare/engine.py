@@ -1,0 +1,229 @@
+"""``compare_runs``: two runs in, one ``CompareResult`` out. Pure: no printing, no torch.
+
+Preconditions are checked first and raise typed errors (no common rank); what can still be
+compared when a run is incomplete (a torn last line, a rank missing from one run, different
+world sizes) is compared, and the result says what was not (``complete`` and ``warnings``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+from .align import align
+from .classify import judge_pair, ref, widen_for
+from .errors import IncompatibleRunsError
+from .mapping import Mapping, apply_mapping, decoded, load_mapping
+from .model import RankStream, TraceRun
+from .result import (
+    CompareResult,
+    CrossRank,
+    Divergence,
+    RankResult,
+    RunInfo,
+    Unmatched,
+)
+
+
+def _info(run: TraceRun) -> RunInfo:
+    return RunInfo(
+        path=str(run.path),
+        fmt=run.fmt,
+        run_id=run.run_id,
+        world_size=run.world_size,
+        ranks=sorted(run.ranks),
+    )
+
+
+def _first_step(s: RankStream) -> int:
+    return s.event(0).step if len(s) else 0
+
+
+def compare_rank(
+    sa: RankStream,
+    sb: RankStream,
+    a: TraceRun,
+    b: TraceRun,
+    mapping: Mapping | None = None,
+) -> RankResult:
+    rank = sa.rank
+    if mapping is not None and mapping.rule:
+        sa, sb = apply_mapping(sa, mapping), decoded(sb)
+    al = align(sa, sb)
+    records_inputs = a.records_inputs and b.records_inputs
+    a_cut = sa.truncated_at is not None or not sa.clean_end
+    b_cut = sb.truncated_at is not None or not sb.clean_end
+    items: list[tuple[float, Divergence | Unmatched]] = []
+    differing = 0
+    for ea, eb in al.pairs:
+        d = judge_pair(ea, eb, rank, sa.source, sb.source, records_inputs)
+        if d is not None:
+            differing += 1
+            items.append((ea.index, d))
+    unmatched: list[Unmatched] = []
+    for e, pos in al.only_a:
+        reason = "after-truncation" if b_cut and pos >= len(sb) else "missing"
+        u = Unmatched(event=ref(e, "a", rank, sa.source), other_index=pos, reason=reason)
+        unmatched.append(u)
+        items.append((e.index, u))
+    for e, pos in al.only_b:
+        reason = "after-truncation" if a_cut and pos >= len(sa) else "extra"
+        u = Unmatched(event=ref(e, "b", rank, sb.source), other_index=pos, reason=reason)
+        unmatched.append(u)
+        items.append((pos - 0.5, u))
+    items.sort(key=lambda t: t[0])
+    first: Divergence | None = None
+    origin: Divergence | None = None
+    artifacts: list[Divergence] = []
+    for _, it in items:
+        if isinstance(it, Unmatched):
+            if it.reason == "after-truncation":
+                continue
+            d = Divergence(
+                role="structural",
+                a=it.event if it.event.run == "a" else None,
+                b=it.event if it.event.run == "b" else None,
+            )
+            first = first or d
+            continue
+        if any(lb.code == "probe-artifact" for lb in it.labels):
+            artifacts.append(it)
+            continue
+        first = first or it
+        if it.role == "origin":
+            origin = it
+            break
+    notes: list[str] = []
+    if al.reordered:
+        notes.append(f"{al.reordered} paired events execute in a different order in B")
+    if artifacts:
+        notes.append(f"{len(artifacts)} probe artifact(s) set aside before the first divergence")
+    if a_cut or b_cut:
+        which = " and ".join(x for x, c in (("A", a_cut), ("B", b_cut)) if c)
+        notes.append(f"run {which} ended early on this rank; compared up to its last event")
+    widen = None
+    if first is not None and origin is None and first.role == "receiver":
+        traced = min(len(a.ranks), len(b.ranks))
+        widen = widen_for(first, sa.header, _first_step(sa), a.world_size, traced)
+    diverged = first is not None
+    unmatched.sort(key=lambda u: u.event.index if u.event.run == "a" else u.other_index)
+    return RankResult(
+        rank=rank,
+        status="diverged" if diverged else "identical",
+        events_a=len(sa),
+        events_b=len(sb),
+        matched=al.matched,
+        differing=differing,
+        alignment=al.method,  # type: ignore[arg-type]
+        first_divergence=first,
+        origin=origin,
+        artifacts=artifacts,
+        outside_scope=widen,
+        unmatched=unmatched,
+        unmatched_total=len(unmatched),
+        notes=notes,
+    )
+
+
+def _summary(results: list[RankResult]) -> CrossRank:
+    s = CrossRank()
+    steps: list[int] = []
+    for r in results:
+        if r.status in ("only-in-a", "only-in-b"):
+            s.unpaired_ranks.append(r.rank)
+        elif r.status == "identical":
+            s.identical_ranks.append(r.rank)
+        elif r.origin is not None:
+            s.origin_ranks.append(r.rank)
+        elif r.first_divergence is not None and r.first_divergence.role == "structural":
+            s.structural_ranks.append(r.rank)
+        elif r.outside_scope is not None:
+            s.receiver_only_ranks.append(r.rank)
+            s.outside_scope_ranks.append(r.rank)
+        else:
+            s.receiver_only_ranks.append(r.rank)
+        fd = r.first_divergence
+        if fd is not None:
+            e = fd.a or fd.b
+            if e is not None:
+                steps.append(e.step)
+    s.earliest_step = min(steps) if steps else None
+    coll = [
+        r.rank
+        for r in results
+        if r.origin and any(lb.code == "collective" for lb in r.origin.labels)
+    ]
+    compute = [r for r in s.origin_ranks if r not in coll]
+    if coll and compute:
+        s.note = (
+            f"ranks {coll} first diverge at a collective with equal local inputs; ranks "
+            f"{compute} hold a compute origin: the collective ranks most likely receive it"
+        )
+    elif coll:
+        s.note = (
+            f"every origin ({coll}) is a collective with equal local inputs on all traced "
+            "ranks: the reduction itself (algorithm or order) is the suspect"
+        )
+    return s
+
+
+def compare_runs(
+    a: TraceRun,
+    b: TraceRun,
+    mapping: Mapping | str | Path | None = None,
+    ranks: list[int] | None = None,
+) -> CompareResult:
+    """Align two runs rank by rank and report each rank's first divergence.
+
+    ``mapping``: a correspondence map (or its path) rewriting A's scopes/names into B's.
+    ``ranks``: compare only these ranks (default: every rank either run traced).
+    """
+    if isinstance(mapping, str | Path):
+        mapping = load_mapping(mapping)
+    warnings = [f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings]
+    complete = not warnings
+    if a.world_size and b.world_size and a.world_size != b.world_size:
+        warnings.append(
+            f"world sizes differ (A {a.world_size}, B {b.world_size}): ranks were paired by "
+            "rank number; with different parallel layouts a pairing by coordinates may be "
+            "what you want (use --rank, or a mapping)"
+        )
+        complete = False
+    common = sorted(set(a.ranks) & set(b.ranks))
+    wanted = sorted(set(ranks)) if ranks is not None else sorted(set(a.ranks) | set(b.ranks))
+    for r in wanted:
+        if r not in a.ranks and r not in b.ranks:
+            raise InputError(f"rank {r} is in neither run (A has {sorted(a.ranks)})")
+    if not any(r in common for r in wanted):
+        raise IncompatibleRunsError(
+            f"no rank in common: A has {sorted(a.ranks)}, B has {sorted(b.ranks)}"
+        )
+    results: list[RankResult] = []
+    for r in wanted:
+        if r in common:
+            results.append(compare_rank(a.ranks[r], b.ranks[r], a, b, mapping))  # type: ignore[arg-type]
+            continue
+        side = "a" if r in a.ranks else "b"
+        other = "B" if side == "a" else "A"
+        stream = (a if side == "a" else b).ranks[r]
+        warnings.append(f"rank {r}: no trace file in run {other}; not compared")
+        complete = False
+        results.append(
+            RankResult(
+                rank=r,
+                status=f"only-in-{side}",  # type: ignore[arg-type]
+                events_a=len(stream) if side == "a" else 0,
+                events_b=len(stream) if side == "b" else 0,
+            )
+        )
+    status = "diverged" if any(r.status == "diverged" for r in results) else "identical"
+    return CompareResult(
+        status=status,  # type: ignore[arg-type]
+        complete=complete,
+        a=_info(a),
+        b=_info(b),
+        mapping=mapping.source if isinstance(mapping, Mapping) else None,
+        ranks=results,
+        summary=_summary(results),
+        warnings=warnings,
+    )

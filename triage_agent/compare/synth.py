@@ -1,0 +1,135 @@
+"""Synthetic native traces: deterministic event streams for tests, benchmarks and docs.
+
+Why: the comparator has to be exercised on streams whose ground truth is known (where the
+divergence was planted, which events were inserted or deleted) long before a real capture
+exists, and at sizes (a million events) no test run produces. The data flow is a chain: each
+event's input is the previous event's output, so a planted divergence makes every later
+event a receiver, as it would be in a real model. Digests are stand-ins (blake2b of the
+chain), not digests of tensors.
+
+Limits: one data-flow chain per rank; no tensor dumps; a writer, not a tracer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..trace_format import TRACE_SCHEMA_VERSION, trace_filename
+
+_OPS = ("aten::mm", "aten::add", "aten::gelu", "aten::view", "aten::mul", "aten::sum")
+_SCOPES = tuple(f"layers.{i}.{part}" for i in range(4) for part in ("attn", "mlp"))
+
+
+class SynthSpec(BaseModel):
+    """What to plant in run B relative to run A (positions are indices into A's stream)."""
+
+    events: int = 1000
+    steps: int = 2
+    rank: int = 0
+    world_size: int = 1
+    diverge_at: int | None = Field(default=None, description="B's output differs here")
+    insert_at: list[int] = Field(default_factory=list, description="B has an extra op here")
+    delete_at: list[int] = Field(default_factory=list, description="B lacks A's event here")
+    run_id: str = "synthetic"
+
+
+def _h(*parts: str) -> str:
+    return hashlib.blake2b("|".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def _digest(d: str) -> dict:
+    return {"shape": [4, 4], "dtype": "float32", "numel": 16, "digest": d, "order": None}
+
+
+def header_line(spec: SynthSpec, run_id: str) -> str:
+    return json.dumps(
+        {
+            "type": "header",
+            "schema_version": TRACE_SCHEMA_VERSION,
+            "run_id": run_id,
+            "rank": spec.rank,
+            "world_size": spec.world_size,
+            "coords": {"dp": spec.rank},
+            "versions": {},
+            "config": {"level": "ops"},
+            "created": "2026-01-01T00:00:00+00:00",
+            "host": "synth",
+            "argv": [],
+        }
+    )
+
+
+def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
+    """Lines of one run: variant 'a' is the reference, 'b' carries the planted changes."""
+    per_step = max(1, spec.events // spec.steps)
+    inserts = set(spec.insert_at) if variant == "b" else set()
+    deletes = set(spec.delete_at) if variant == "b" else set()
+    calls: dict[tuple[int, str, str], int] = {}
+    prev = _h("input", str(spec.rank))
+    seq = 0
+    step = 0
+    in_step = 0
+    for i in range(spec.events):
+        cur_step = min(i // per_step, spec.steps - 1)
+        if cur_step != step:
+            yield json.dumps({"type": "step_end", "step": step, "events": in_step})
+            step, in_step = cur_step, 0
+        scope = _SCOPES[(i // 7) % len(_SCOPES)]
+        todo = []
+        if i in inserts:
+            todo.append(("aten::clone", "extra"))
+        # A deleted event is a side op in both runs (its output feeds nothing), so deleting
+        # it from B changes the structure but not the data flow.
+        if i in set(spec.delete_at):
+            if i not in deletes:
+                todo.append(("aten::mean", "side"))
+        else:
+            todo.append((_OPS[i % len(_OPS)], "main"))
+        for name, role in todo:
+            key = (step, scope, name)
+            call = calls.get(key, 0)
+            calls[key] = call + 1
+            out = prev if role == "extra" else _h(name, prev)
+            if role == "main" and variant == "b" and i == spec.diverge_at:
+                out = _h("diverged", out)
+            ev = {
+                "type": "event",
+                "seq": seq,
+                "step": step,
+                "kind": "op",
+                "name": name,
+                "scope": scope,
+                "call": call,
+                "phase": "forward",
+                "caller": None,
+                "inputs": [_digest(prev)],
+                "outputs": [_digest(out)],
+                "dump": None,
+                "meta": {},
+            }
+            yield json.dumps(ev)
+            seq += 1
+            in_step += 1
+            if role == "main":
+                prev = out
+    yield json.dumps({"type": "step_end", "step": step, "events": in_step})
+    yield json.dumps({"type": "end", "status": "ok", "steps": list(range(spec.steps)), "note": ""})
+
+
+def write_pair(spec: SynthSpec, root: Path) -> tuple[Path, Path]:
+    """Write run A and run B trace directories under ``root``; returns (dir_a, dir_b)."""
+    dirs = []
+    for variant in ("a", "b"):
+        d = root / f"run_{variant}"
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / trace_filename(spec.rank), "w") as fh:
+            fh.write(header_line(spec, f"{spec.run_id}-{variant}") + "\n")
+            for line in event_lines(spec, variant):
+                fh.write(line + "\n")
+        dirs.append(d)
+    return dirs[0], dirs[1]
