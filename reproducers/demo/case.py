@@ -66,7 +66,7 @@ def demo_toml() -> str:
         return "[\n" + "".join(f"  {json.dumps(c)},\n" for c in cmds) + "]"
 
     return (
-        "# Tiny GPT (2 blocks, dropout), DeepSpeed ZeRO stage 1, AdamW, two CPU ranks on gloo.\n"
+        "# A tiny GPT-style model, DeepSpeed ZeRO stage 1, AdamW, two CPU ranks on gloo.\n"
         "# Run A trains steps 0..40 in one process. Run B trains steps 0..36, saves a\n"
         "# DeepSpeed checkpoint, and a new process loads it and trains steps 37..40.\n"
         "[case]\n"

@@ -1,0 +1,236 @@
+"""The embedded demo case and the trainlib case: written out, launched for real, compared.
+
+The DeepSpeed demo is launched exactly once per test session (run A: one launch, run B:
+two), through a session fixture; every other demo test reuses those outputs or launches
+nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import git
+import pytest
+from fixtures.trainlib_case import build_trainlib_case
+
+from reproducers.demo.case import (
+    LaunchError,
+    expand,
+    materialize,
+    materialize_run,
+    run_cache_key,
+    write_demo_case,
+)
+from triage_agent.config import load_case
+from triage_agent.errors import InputError
+from triage_agent.metrics import diff_metrics, load_metrics
+from triage_agent.records import RunSpec
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    """The demo case written out and both runs produced, with the venv's bin off PATH."""
+    dest = tmp_path_factory.mktemp("demo") / "case"
+    toml = write_demo_case(dest)
+    case = load_case(toml)
+    messages: list[str] = []
+    saved = os.environ["PATH"]
+    bindir = str(Path(sys.executable).parent)
+    # the launcher must be found from the interpreter running triage, not from PATH
+    os.environ["PATH"] = os.pathsep.join(p for p in saved.split(os.pathsep) if p != bindir)
+    try:
+        result = materialize(case, messages.append)
+    finally:
+        os.environ["PATH"] = saved
+    return case, result, messages
+
+
+@pytest.mark.slow
+def test_demo_metrics_equal_through_36_and_differ_at_37(demo):
+    _, result, _ = demo
+    a = load_metrics(result.runs["a"].metrics)
+    b = load_metrics(result.runs["b"].metrics)
+    d = diff_metrics(a, b)
+    assert d.ranks == [0, 1]
+    assert d.common_steps == list(range(41))
+    assert d.only_in_a == [] and d.only_in_b == []
+    assert d.last_equal_step == 36
+    assert d.first_step == 37
+    assert {m.rank for m in d.mismatches} == {0, 1}
+    assert "loss" in {m.metric for m in d.mismatches}
+    assert d.resumes_a == [] and d.resumes_b == [36]
+    # every rank logged a float32 loss and grad norm and a float64 learning rate
+    for rm in a.ranks.values():
+        m = rm.steps[0]
+        assert (m["loss"].dtype, m["grad_norm"].dtype, m["lr"].dtype) == (
+            "float32",
+            "float32",
+            "float64",
+        )
+    # the learning rate follows the step count, so it still agrees after the resume
+    for r in (0, 1):
+        assert a.ranks[r].steps[37]["lr"].bits == b.ranks[r].steps[37]["lr"].bits
+
+
+@pytest.mark.slow
+def test_demo_materialize_reuses_cached_outputs(demo):
+    case, first, _ = demo
+    messages: list[str] = []
+    again = materialize(case, messages.append)
+    assert all(r.cached for r in again.runs.values())
+    assert {n: r.key for n, r in again.runs.items()} == {n: r.key for n, r in first.runs.items()}
+    assert again.runs["b"].metrics == first.runs["b"].metrics
+    assert all("reusing" in m for m in messages) and len(messages) == 2
+
+
+@pytest.mark.slow
+def test_demo_commands_recorded_as_run(demo):
+    _, result, messages = demo
+    b = result.runs["b"]
+    assert len(b.commands) == 2 and all(c.exit_code == 0 for c in b.commands)
+    launcher = str(Path(sys.executable).parent / "deepspeed")
+    assert all(c.argv[0] == launcher for c in b.commands)
+    assert all(any(a.startswith("--master_port=") for a in c.argv) for c in b.commands)
+    assert all(Path(c.log).is_file() for c in b.commands)
+    assert "--resume-from" in b.commands[1].argv
+    assert any("command 2/2" in m for m in messages)
+
+
+def test_demo_case_loads_and_holds_no_hint(tmp_path):
+    toml = write_demo_case(tmp_path / "case")
+    text = toml.read_text().lower()
+    for word in ("rng", "random", "seed", "dropout", "generator"):
+        assert word not in text
+    case = load_case(toml)
+    assert len(case.run_a.launch) == 1 and len(case.run_b.launch) == 2
+    assert case.run_a.launch[0][:3] == ["{bin}/deepspeed", "--num_gpus", "2"]
+    assert (tmp_path / "case" / "train.py").is_file()
+
+
+def test_write_demo_case_is_idempotent_and_keeps_edits(tmp_path):
+    dest = tmp_path / "case"
+    toml = write_demo_case(dest)
+    assert write_demo_case(dest) == toml
+    script = dest / "train.py"
+    script.write_text(script.read_text() + "\n# edited\n")
+    with pytest.raises(InputError, match="different train.py"):
+        write_demo_case(dest)
+    assert script.read_text().endswith("# edited\n")
+    write_demo_case(dest, overwrite=True)
+    assert not script.read_text().endswith("# edited\n")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="not a directory"):
+        write_demo_case(tmp_path / "file")
+
+
+def test_cache_key_follows_script_and_commands(tmp_path):
+    case = load_case(write_demo_case(tmp_path / "case"))
+    key = run_cache_key(case.run_b)
+    assert run_cache_key(case.run_b) == key
+    script = tmp_path / "case" / "train.py"
+    script.write_text(script.read_text() + "\n")
+    edited = run_cache_key(case.run_b)
+    assert edited != key
+    other = case.run_b.model_copy(update={"launch": case.run_b.launch[:1]})
+    assert run_cache_key(other) not in (key, edited)
+
+
+def test_expand_keeps_a_named_port_and_fills_tokens(tmp_path):
+    argv = expand(["{bin}/deepspeed", "--master_port=1234", "x.py", "--out", "{out}/m"], tmp_path)
+    assert argv[1] == "--master_port=1234" and argv[-1] == f"{tmp_path}/m"
+    assert argv[0] == str(Path(sys.executable).parent / "deepspeed")
+    plain = expand(["{python}", "-c", "pass"], tmp_path)
+    assert plain == [sys.executable, "-c", "pass"]
+
+
+def _run(tmp_path: Path, *launch: list[str]) -> RunSpec:
+    return RunSpec(
+        name="x", metrics=str(tmp_path / "{out}"), launch=list(launch), cwd=str(tmp_path)
+    )
+
+
+def test_materialize_reports_a_failing_command(tmp_path):
+    run = _run(tmp_path, ["{python}", "-c", "import sys; print('boom: bad flag'); sys.exit(3)"])
+    with pytest.raises(LaunchError, match=r"exited 3: boom: bad flag"):
+        materialize_run(run, tmp_path / "ws", timeout_s=60)
+    # nothing half-made is taken for a finished run
+    assert not list((tmp_path / "ws" / "materialized").glob("x-*"))
+
+
+def test_materialize_ends_a_command_past_its_timeout(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import os, subprocess, sys, time; "
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(60)"
+    )
+    run = _run(tmp_path, ["{python}", "-c", code])
+    with pytest.raises(LaunchError, match="ran past 2s"):
+        materialize_run(run, tmp_path / "ws", timeout_s=2)
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        # a zombie until its parent (ended too) is reaped by init
+        if "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    gone = not Path(f"/proc/{child}").exists()
+    assert gone or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_materialize_rejects_missing_program_and_cwd(tmp_path):
+    with pytest.raises(LaunchError, match="not found"):
+        materialize_run(_run(tmp_path, ["no-such-launcher-xyz", "{out}"]), tmp_path / "ws", 10)
+    run = _run(tmp_path, ["{python}", "-c", "pass"]).model_copy(
+        update={"cwd": str(tmp_path / "gone")}
+    )
+    with pytest.raises(InputError, match="does not exist"):
+        materialize_run(run, tmp_path / "ws", 10)
+    with pytest.raises(InputError, match="under '\\{out\\}'"):
+        materialize_run(
+            RunSpec(name="y", metrics="m", launch=[["{python}", "-c", "pass"]]), tmp_path, 10
+        )
+
+
+@pytest.mark.slow
+def test_trainlib_case_differs_from_the_first_step(tmp_path):
+    toml = build_trainlib_case(tmp_path)
+    case = load_case(toml)
+    repo = git.Repo(case.run_a.source.repo)
+    assert {t.name for t in repo.tags} == {"v0.1", "v0.2"}
+    changed = repo.git.diff("--name-only", "v0.1", "v0.2").split()
+    assert changed == ["trainlib/accumulate.py"]
+    assert (case.run_a.source.rev, case.run_b.source.rev) == ("v0.1", "v0.2")
+    assert "bfloat16" not in toml.read_text()
+
+    result = materialize(case)
+    a = load_metrics(result.runs["a"].metrics)
+    b = load_metrics(result.runs["b"].metrics)
+    d = diff_metrics(a, b)
+    # step 0's loss is computed before any reduced gradient exists, so it must agree;
+    # the gradient norm of step 0 already reads the accumulated gradients
+    assert d.first_step == 0
+    assert {m.metric for m in d.mismatches} == {"grad_norm"}
+    assert {m.rank for m in d.mismatches} == {0, 1}
+    for r in (0, 1):
+        assert a.ranks[r].steps[1]["loss"].bits != b.ranks[r].steps[1]["loss"].bits
+
+    # control: run A launched again elsewhere reproduces its own bits, so the difference
+    # above comes from the revision and not from run-to-run noise
+    control = materialize_run(case.run_a, tmp_path / "control-ws", case.timeout_s)
+    assert not control.cached
+    same = diff_metrics(a, load_metrics(control.metrics))
+    assert same.first_step is None and same.last_equal_step == 5
+
+
+def test_trainlib_worktrees_hold_their_revisions(tmp_path):
+    case = load_case(build_trainlib_case(tmp_path))
+    a = Path(case.run_a.cwd) / "trainlib" / "accumulate.py"
+    b = Path(case.run_b.cwd) / "trainlib" / "accumulate.py"
+    assert "bfloat16" not in a.read_text() and "bfloat16" in b.read_text()
+    repo = git.Repo(case.run_a.source.repo)
+    assert git.Repo(case.run_b.cwd).head.commit == repo.commit("v0.2")
+    assert git.Repo(case.run_a.cwd).head.commit == repo.commit("v0.1")
