@@ -8,12 +8,12 @@ FILE:LINE locations. Exclusion globs apply to every source.
 
 from __future__ import annotations
 
-import fnmatch
 import importlib.util
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from triage_agent.errors import InputError
@@ -50,11 +50,35 @@ class SourceItem:
     windows: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, centre)
 
 
+@lru_cache(maxsize=256)
+def _glob_re(glob: str) -> re.Pattern[str]:
+    # `**/` is any directories (or none); `*` and `?` stay inside one path segment
+    out, i = [], 0
+    g = glob.lstrip("/")
+    while i < len(g):
+        if g.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif g.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif g[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif g[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(g[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
 def excluded(rel: str, globs: list[str]) -> bool:
-    probe = "/" + rel.replace(os.sep, "/").lstrip("/")
-    return any(
-        fnmatch.fnmatchcase(probe, g if g.startswith(("/", "*")) else "*/" + g) for g in globs
-    )
+    """``rel`` is relative to the scan root (or the repository): the root's own name never
+    excludes it."""
+    path = rel.replace(os.sep, "/").lstrip("/")
+    return any(_glob_re(g).match(path) for g in globs)
 
 
 def _display(p: Path) -> str:
@@ -140,8 +164,7 @@ def from_paths(paths: list[str], excludes: list[str]) -> list[SourceItem]:
                 fp = Path(d) / fname
                 if lang_for(fname) is None or fp in seen:
                     continue
-                rel = str(fp.relative_to(p.parent))
-                if excluded(rel, excludes):
+                if excluded(str(fp.relative_to(p)), excludes):
                     continue
                 seen.add(fp)
                 item = _file_item(fp, p.parent)
