@@ -76,8 +76,8 @@ def _lis(seq: list[int]) -> list[int]:
     return out[::-1]
 
 
-def anchors(ha: list[int], hb: list[int]) -> tuple[list[tuple[int, int]], int]:
-    """Anchor pairs (i, j), increasing in both, and how many unique matches crossed."""
+def anchors(ha: list[int], hb: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Anchor positions (ia, jb), increasing in both, and how many unique matches crossed."""
     a = np.asarray(ha, dtype=np.int64)
     b = np.asarray(hb, dtype=np.int64)
     n, m = len(a), len(b)
@@ -85,34 +85,46 @@ def anchors(ha: list[int], hb: list[int]) -> tuple[list[tuple[int, int]], int]:
     s = _common_prefix(a[p:][::-1], b[p:][::-1])
     s = min(s, n - p, m - p)
     mid_a, mid_b = a[p : n - s], b[p : m - s]
-    pairs: list[tuple[int, int]] = [(k, k) for k in range(p)]
+    ia = np.zeros(0, dtype=np.int64)
+    jb = np.zeros(0, dtype=np.int64)
     crossed = 0
     if len(mid_a) and len(mid_b):
-        ua, ca = np.unique(mid_a, return_counts=True)
-        ub, cb = np.unique(mid_b, return_counts=True)
-        uniq = np.intersect1d(ua[ca == 1], ub[cb == 1], assume_unique=True)
-        if len(uniq):
-            ia = np.flatnonzero(np.isin(mid_a, uniq))
-            order_b = np.argsort(mid_b, kind="stable")
-            jb = order_b[np.searchsorted(mid_b[order_b], mid_a[ia])]
-            if len(jb) > 1 and not np.all(np.diff(jb) > 0):
-                keep = _lis(jb.tolist())
-                crossed = len(jb) - len(keep)
-                ia, jb = ia[keep], jb[keep]
-            pairs += zip((ia + p).tolist(), (jb + p).tolist(), strict=True)
-    pairs += [(n - s + k, m - s + k) for k in range(s)]
-    return pairs, crossed
+        order_a = np.argsort(mid_a, kind="stable")
+        order_b = np.argsort(mid_b, kind="stable")
+        sa, sb = mid_a[order_a], mid_b[order_b]
+        # a body that occurs twice in one run cannot anchor (valid traces have none)
+        uniq_a = np.ones(len(sa), dtype=bool)
+        dup = sa[1:] == sa[:-1]
+        uniq_a[1:] &= ~dup
+        uniq_a[:-1] &= ~dup
+        uniq_b = np.ones(len(sb), dtype=bool)
+        dup = sb[1:] == sb[:-1]
+        uniq_b[1:] &= ~dup
+        uniq_b[:-1] &= ~dup
+        pos = np.searchsorted(sb, sa)
+        posc = np.minimum(pos, len(sb) - 1)
+        hit = (pos < len(sb)) & (sb[posc] == sa) & uniq_a & uniq_b[posc]
+        ia = np.sort(order_a[hit])
+        jb_of = np.empty(len(mid_a), dtype=np.int64)
+        jb_of[order_a[hit]] = order_b[posc[hit]]
+        jb = jb_of[ia]
+        if len(jb) > 1 and not np.all(np.diff(jb) > 0):
+            keep = np.asarray(_lis(jb.tolist()), dtype=np.int64)
+            crossed = len(jb) - len(keep)
+            ia, jb = ia[keep], jb[keep]
+    pre = np.arange(p, dtype=np.int64)
+    ia = np.concatenate([pre, ia + p, np.arange(n - s, n, dtype=np.int64)])
+    jb = np.concatenate([pre, jb + p, np.arange(m - s, m, dtype=np.int64)])
+    return ia, jb, crossed
 
 
-def _runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    runs: list[tuple[int, int, int]] = []
-    for i, j in pairs:
-        if runs and runs[-1][0] + runs[-1][2] == i and runs[-1][1] + runs[-1][2] == j:
-            i0, j0, ln = runs[-1]
-            runs[-1] = (i0, j0, ln + 1)
-        else:
-            runs.append((i, j, 1))
-    return runs
+def _runs(ia: np.ndarray, jb: np.ndarray) -> list[tuple[int, int, int]]:
+    if not len(ia):
+        return []
+    breaks = np.flatnonzero((np.diff(ia) != 1) | (np.diff(jb) != 1)) + 1
+    starts = np.concatenate([[0], breaks])
+    lengths = np.diff(np.concatenate([starts, [len(ia)]]))
+    return list(zip(ia[starts].tolist(), jb[starts].tolist(), lengths.tolist(), strict=True))
 
 
 def _key(e: Ev) -> tuple[int, str, str, int]:
@@ -175,9 +187,9 @@ def align_gap(ea: list[Ev], eb: list[Ev], out: Alignment, i_end: int, j_end: int
 
 
 def align(sa: RankStream, sb: RankStream) -> Alignment:
-    pairs, crossed = anchors(sa.hashes(), sb.hashes())
-    out = Alignment(runs=_runs(pairs), reordered=crossed)
-    if crossed or len(pairs) != len(sa) or len(pairs) != len(sb):
+    ia, jb, crossed = anchors(sa.hashes(), sb.hashes())
+    out = Alignment(runs=_runs(ia, jb), reordered=crossed)
+    if crossed or len(ia) != len(sa) or len(ia) != len(sb):
         out.method = "anchored"
     bounds = [(-1, -1, 1)] + out.runs + [(len(sa), len(sb), 0)]
     for (i0, j0, n0), (i1, j1, _) in zip(bounds, bounds[1:], strict=False):

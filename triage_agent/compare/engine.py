@@ -53,13 +53,18 @@ def compare_rank(
     records_inputs = a.records_inputs and b.records_inputs
     a_cut = sa.truncated_at is not None or not sa.clean_end
     b_cut = sb.truncated_at is not None or not sb.clean_end
-    items: list[tuple[float, Divergence | Unmatched]] = []
+    # Cheap pass: which pairs differ at all. Divergence records are only built for the
+    # events the walk below stops at (building one per receiver would dominate the cost).
+    items: list[tuple[float, tuple | Unmatched]] = []
     differing = 0
     for ea, eb in al.pairs:
-        d = judge_pair(ea, eb, rank, sa.source, sb.source, records_inputs)
-        if d is not None:
+        if (
+            ea.inputs != eb.inputs
+            or ea.outputs != eb.outputs
+            or (ea.inputs_after is not None and ea.inputs_after != eb.inputs_after)
+        ):
             differing += 1
-            items.append((ea.index, d))
+            items.append((ea.index, (ea, eb)))
     unmatched: list[Unmatched] = []
     for e, pos in al.only_a:
         reason = "after-truncation" if b_cut and pos >= len(sb) else "missing"
@@ -86,12 +91,15 @@ def compare_rank(
             )
             first = first or d
             continue
-        if any(lb.code == "probe-artifact" for lb in it.labels):
-            artifacts.append(it)
+        jd = judge_pair(it[0], it[1], rank, sa.source, sb.source, records_inputs)
+        if jd is None:
             continue
-        first = first or it
-        if it.role == "origin":
-            origin = it
+        if any(lb.code == "probe-artifact" for lb in jd.labels):
+            artifacts.append(jd)
+            continue
+        first = first or jd
+        if jd.role == "origin":
+            origin = jd
             break
     notes: list[str] = []
     if al.reordered:
