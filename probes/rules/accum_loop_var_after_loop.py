@@ -5,6 +5,7 @@ import re
 from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
 
+_COUNTERISH = re.compile(r"\+=|-=|\bstep\b|['\"]step['\"]|_step\b|count|\.add_\(")
 _PER_PARAM = re.compile(r"param|group|grad|tensor|\bp\b|state", re.I)
 
 
@@ -38,9 +39,16 @@ def _check(m: Match) -> Hit | None:
             continue
         word = re.compile(rf"(?<![.\w]){re.escape(name)}\b")
         for i, line in enumerate(after):
-            code = line.split("#", 1)[0]
-            if not word.search(code):
+            hit = word.search(line)
+            if hit is None:
                 continue
+            row = end + i  # 0-based row of this line
+            node = m.unit.root.named_descendant_for_point_range(
+                (row, hit.start()), (row, hit.end())
+            )
+            if node is None or node.type != "identifier":
+                continue  # inside a string or comment, not code
+            code = line.split("#", 1)[0]
             if re.match(
                 rf"\s*({re.escape(name)}\s*(=[^=]|,)|for\b|with\b|def\b|except\b)", code
             ) or re.search(
@@ -48,7 +56,11 @@ def _check(m: Match) -> Hit | None:
                 code,
             ):
                 break  # rebound before any use
-            line_no = end + 1 + i
+            if not _COUNTERISH.search(code):
+                return (
+                    None  # read once after the loop, not used as shared state: too common to flag
+                )
+            line_no = row + 1
             return Hit(
                 line_no,
                 line_no,

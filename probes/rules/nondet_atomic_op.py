@@ -15,6 +15,8 @@ _IF_REDUCE = frozenset({"scatter_reduce", "scatter_reduce_", "scatter_", "scatte
 def _check(m: Match) -> Hit | None:
     op = m.text("m")
     args = m.text("args")
+    if re.match(r"(np|numpy)\.", m.text("anchor")):
+        return None  # NumPy runs on the host, sequentially
     if op in _IF_ACCUMULATE and not re.search(r"accumulate\s*=\s*True", args):
         return None
     if op in _IF_REDUCE and not re.search(r"reduce\s*=\s*['\"](sum|add|mean)['\"]", args):
