@@ -8,6 +8,7 @@ policy that a hypothesis becomes supported or refuted only on execution evidence
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -25,6 +26,7 @@ from triage_agent.records import (
     ReproducerSpec,
     Verdict,
 )
+from triage_agent.runs import OUT_TOKEN
 from triage_agent.workflow.characterize import MismatchReport
 
 from .security import (
@@ -139,6 +141,36 @@ class ConfirmMismatchIn(In):
     step: int | None = Field(
         default=None, ge=0, le=10**9, description="the step you believe first differs"
     )
+    relaunch: bool = Field(
+        default=False,
+        description="when the case's metrics come from relaunching its runs ('{out}'), run "
+        "both baselines (cached after the first time) with the case's own launch commands",
+    )
+    timeout_s: float = Field(default=600.0, gt=0, le=3600, description="per launch command")
+
+
+def _baseline_metrics(
+    ws: Workspace, case: Case, args: ConfirmMismatchIn, progress: Progress
+) -> list[Path]:
+    from triage_agent.workflow.engine import RunOptions, baselines
+
+    if not args.relaunch:
+        raise InputError(
+            "this case's metrics are produced by relaunching its runs: call again with "
+            "relaunch=true (runs both with the case's launch commands, cached afterwards)"
+        )
+    ws.require_launch()
+    ma, mb = baselines(
+        case,
+        ws.ledger,
+        RunOptions(timeout_s=min(args.timeout_s, case.timeout_s)),
+        lambda stage, msg: progress(0, None, f"{stage}: {msg}"),
+    )
+    if ma is None or mb is None:
+        raise InputError(
+            "the case's runs are not relaunchable: each needs launch and {out} metrics"
+        )
+    return [ws.path(ma, must_exist=True), ws.path(mb, must_exist=True)]
 
 
 class MismatchOut(BaseModel):
@@ -156,11 +188,14 @@ def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress)
     from triage_agent.workflow import confirm_mismatch as confirm
 
     case = ws.require_case()
-    paths = []
-    for run in (case.run_a, case.run_b):
-        if run.metrics is None:
-            raise InputError(f"run {run.name} declares no metrics path")
-        paths.append(ws.path(run.metrics, must_exist=True))
+    if any(r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b)):
+        paths = _baseline_metrics(ws, case, args, progress)
+    else:
+        paths = []
+        for run in (case.run_a, case.run_b):
+            if run.metrics is None:
+                raise InputError(f"run {run.name} declares no metrics path")
+            paths.append(ws.path(run.metrics, must_exist=True))
     progress(0, 1, "comparing metric bits")
     claimed = args.step if args.step is not None else case.mismatch_step
     rep = confirm(case, ws.ledger, claimed, paths[0], paths[1])

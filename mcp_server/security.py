@@ -176,6 +176,16 @@ class Workspace:
             self._case = case
         return case
 
+    def require_launch(self) -> Case:
+        """The open case, if its launch commands may be run (they came from the startup file)."""
+        case = self.require_case()
+        if not self.launch_trusted():
+            raise InputError(
+                "launching needs the case file the server was started with (--case or "
+                "triage.toml in the workspace): call open_case without a path"
+            )
+        return case
+
     def launch_trusted(self) -> bool:
         case = self.case
         return case is not None and self._trusted_case is not None and case == self._trusted_case

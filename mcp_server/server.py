@@ -112,6 +112,31 @@ def _resources(ws: Workspace) -> list[FunctionResource]:
         st = ws.ledger.state()
         return json.dumps([f.model_dump(mode="json") for f in st.findings.values()], indent=2)
 
+    def traces_json() -> str:
+        st = ws.ledger.state()
+        rows = [
+            {
+                "evidence": e.id,
+                "summary": e.summary,
+                "result": e.result.value,
+                "trace_dir": e.data.get("trace_dir"),
+                "capture": e.data.get("capture"),
+                "files": [a.model_dump(mode="json") for a in e.artifacts],
+            }
+            for e in st.evidence
+            if e.kind.value == "rerun" and e.data.get("trace_dir")
+        ]
+        compares = [
+            {
+                "evidence": e.id,
+                "summary": e.summary,
+                **{k: e.data.get(k) for k in ("status", "complete", "summary")},
+            }
+            for e in st.evidence
+            if e.kind.value == "trace-compare"
+        ]
+        return json.dumps({"captures": rows, "comparisons": compares}, indent=2)
+
     def report_md() -> str:
         md = ws.ledger.workspace / "report" / "report.md"
         if not md.is_file():
@@ -119,6 +144,14 @@ def _resources(ws: Workspace) -> list[FunctionResource]:
         return md.read_text()
 
     return [
+        _resource(
+            "triage://traces",
+            "traces",
+            "Trace summaries: every capture (run, window, level, per-rank files with sha256) and "
+            "every comparison (status, completeness, cross-rank summary) in the ledger, as JSON.",
+            "application/json",
+            traces_json,
+        ),
         _resource(
             "triage://report",
             "report",

@@ -46,6 +46,10 @@ APPENDS_IDEMPOTENT = ToolAnnotations(
 WRITES_FILES = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
+# Appends; with an opt-in argument it also relaunches the case's runs (cached).
+APPENDS_MAY_RUN = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
 # Runs a process (a reproducer, a relaunched training run): its effects reach outside.
 RUNS_PROCESS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True

@@ -21,10 +21,13 @@ from collections.abc import Callable
 
 from . import case_tools as c
 from . import scan_tools as s
+from . import trace_tools as t
 from .spec import (
     APPENDS,
     APPENDS_IDEMPOTENT,
+    APPENDS_MAY_RUN,
     READ_ONLY,
+    RUNS_PROCESS,
     WRITES_FILES,
     ToolSpec,
 )
@@ -41,11 +44,19 @@ CORE: tuple[ToolSpec, ...] = (
         "Confirm the mismatch step",
         c.ConfirmMismatchIn,
         c.MismatchOut,
-        APPENDS,
+        APPENDS_MAY_RUN,
         c.confirm_mismatch,
     ),
     ToolSpec("list_probes", "List probes", s.ListProbesIn, s.ProbesOut, READ_ONLY, s.list_probes),
     ToolSpec("scan", "Bounded static scan", s.ScanIn, s.ScanOut, APPENDS, s.scan),
+    ToolSpec(
+        "capture_trace",
+        "Capture a trace",
+        t.CaptureTraceIn,
+        t.CaptureTraceOut,
+        RUNS_PROCESS,
+        t.capture_trace,
+    ),
     ToolSpec(
         "record_hypothesis",
         "Record a hypothesis",
@@ -103,17 +114,33 @@ def has(module: str, *names: str) -> Callable[[], bool]:
     return check
 
 
-# (is the library function there?, the module holding the specs, their names)
-OPTIONAL: tuple[tuple[Callable[[], bool], str, tuple[str, ...]], ...] = ()
+def _compare_specs() -> list[ToolSpec]:
+    from . import compare_tools as k
+
+    return [
+        ToolSpec(
+            "compare_traces", "Compare traces", k.CompareIn, k.CompareOut, APPENDS, k.compare_traces
+        ),
+        ToolSpec(
+            "first_divergence",
+            "Show the first divergence",
+            k.TracePairIn,
+            k.FirstDivergenceOut,
+            READ_ONLY,
+            k.first_divergence,
+        ),
+    ]
+
+
+# (is the library function there?, the specs once it is). Factories, so that a module not
+# yet installed is never imported.
+OPTIONAL: tuple[tuple[Callable[[], bool], Callable[[], list[ToolSpec]]], ...] = (
+    (has("triage_agent.compare", "compare_runs", "load_run", "to_markdown"), _compare_specs),
+)
 
 
 def _optional() -> list[ToolSpec]:
-    out: list[ToolSpec] = []
-    for ready, module, names in OPTIONAL:
-        if ready():
-            mod = importlib.import_module(module)
-            out += [getattr(mod, n) for n in names]
-    return out
+    return [spec for ready, make in OPTIONAL if ready() for spec in make()]
 
 
 def available_tools() -> list[ToolSpec]:

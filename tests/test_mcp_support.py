@@ -59,3 +59,52 @@ def train(model, steps):
         torch.manual_seed(step)
         model.step()
 """
+
+
+RELAUNCH_TRAIN = """import argparse
+import torch
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", required=True)
+p.add_argument("--perturb-at", type=int, default=-1)
+a = p.parse_args()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+with MetricLog(a.out, rank=0) as log:
+    for step in range(4):
+        if step == a.perturb_at:
+            with torch.no_grad():  # one ULP in one weight: the origin is model.0 at this step
+                w = model[0].weight
+                w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(10.0))
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+RELAUNCH_TOML = """
+[case]
+name = "relaunch"
+source_roots = ["src"]
+
+[runs.a]
+metrics = "{out}"
+cwd = "src"
+launch = [["{python}", "train.py", "--out", "{out}"]]
+
+[runs.b]
+metrics = "{out}"
+cwd = "src"
+launch = [["{python}", "train.py", "--out", "{out}", "--perturb-at", "2"]]
+"""
+
+
+def make_relaunch_workspace(root: Path) -> Path:
+    (root / "src").mkdir(exist_ok=True)
+    (root / "src" / "train.py").write_text(RELAUNCH_TRAIN)
+    (root / "triage.toml").write_text(RELAUNCH_TOML)
+    return root

@@ -1,0 +1,146 @@
+"""Stage-2 comparison: align two traced runs, record what differs, show the first divergence.
+
+Traces are read only inside the allowed roots. Events without a counterpart are never
+hidden: every rank reports ``unmatched_total`` and lists the first ones (capped for the
+reply). A comparison is recorded as trace-compare evidence with result ``observed``: a
+trace diff narrows, it does not by itself support a hypothesis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from triage_agent.compare import CompareResult, compare_runs, load_run, to_markdown
+from triage_agent.compare.result import CrossRank, Divergence, Widen
+from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
+
+from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
+from .spec import In, Progress
+
+MAX_UNMATCHED_SHOWN = 50
+
+
+class TracePairIn(In):
+    trace_a: str = Field(max_length=MAX_PATH_CHARS, description="run A's trace file or directory")
+    trace_b: str = Field(max_length=MAX_PATH_CHARS, description="run B's trace file or directory")
+    mapping: str | None = Field(
+        default=None,
+        max_length=MAX_PATH_CHARS,
+        description="correspondence map (scopes/names of A -> B); default: the case's",
+    )
+    ranks: list[int] | None = Field(default=None, max_length=1024, description="None: all")
+
+
+class CompareIn(TracePairIn):
+    hypotheses: list[str] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="hypotheses this bears on"
+    )
+
+
+class CompareOut(BaseModel):
+    result: CompareResult = Field(
+        description=f"per-rank alignment; unmatched events listed up to {MAX_UNMATCHED_SHOWN} "
+        "per rank (unmatched_total counts them all)"
+    )
+    evidence_id: str
+
+
+def _trace_files(path: Path) -> list[Path]:
+    return sorted(path.glob("trace_rank*.jsonl")) if path.is_dir() else [path]
+
+
+def _compare(ws: Workspace, args: TracePairIn) -> tuple[CompareResult, Path, Path]:
+    pa = ws.path(args.trace_a, must_exist=True)
+    pb = ws.path(args.trace_b, must_exist=True)
+    mapping = args.mapping
+    if mapping is None and ws.case is not None:
+        mapping = ws.case.correspondence_map
+    mapping_path = ws.path(mapping, must_exist=True) if mapping else None
+    return compare_runs(load_run(pa), load_run(pb), mapping_path, args.ranks), pa, pb
+
+
+def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> CompareOut:
+    """Align two traced runs rank by rank on run-independent keys and find each rank's first
+    divergence: inputs equal and outputs different is a candidate origin; different inputs
+    make a receiver; events with no counterpart are reported, never skipped. Recorded as
+    trace-compare evidence (observed: a trace diff supports nothing by itself)."""
+    progress(0, 1, "aligning traces")
+    res, pa, pb = _compare(ws, args)
+    origins = [r.rank for r in res.ranks if r.origin is not None]
+    summary = (
+        f"traces {res.status}"
+        + (f"; candidate origin on rank(s) {origins}" if origins else "")
+        + ("" if res.complete else "; INCOMPLETE: " + "; ".join(res.warnings[:3]))
+    )
+    ev = ws.ledger.add_evidence(
+        Evidence(
+            hypotheses=args.hypotheses,
+            kind=EvidenceKind.trace_compare,
+            result=EvidenceResult.observed,
+            summary=summary,
+            data={
+                "status": res.status,
+                "complete": res.complete,
+                "summary": res.summary.model_dump(mode="json"),
+                "origins": [r.origin.model_dump(mode="json") for r in res.ranks if r.origin],
+            },
+            artifacts=[
+                ws.ledger.artifact(f, role=f"trace-{side}")
+                for side, p in (("a", pa), ("b", pb))
+                for f in _trace_files(p)
+            ],
+        )
+    )
+    progress(1, 1, summary)
+    ranks = [
+        r.model_copy(update={"unmatched": r.unmatched[:MAX_UNMATCHED_SHOWN]}) for r in res.ranks
+    ]
+    return CompareOut(result=res.model_copy(update={"ranks": ranks}), evidence_id=ev.id)
+
+
+class RankDivergence(BaseModel):
+    rank: int
+    status: str
+    origin: Divergence | None = Field(description="first event whose inputs match, outputs differ")
+    first_divergence: Divergence | None = Field(description="first differing event of any role")
+    outside_scope: Widen | None = Field(description="what to capture next when no origin was seen")
+    unmatched_total: int
+    notes: list[str]
+
+
+class FirstDivergenceOut(BaseModel):
+    status: str
+    complete: bool
+    ranks: list[RankDivergence]
+    cross_rank: CrossRank
+    warnings: list[str]
+    markdown: str
+
+
+def first_divergence(ws: Workspace, args: TracePairIn, progress: Progress) -> FirstDivergenceOut:
+    """Show, per rank, the first divergence between two traced runs: the candidate origin
+    (inputs equal, outputs differ) with its file:line in each trace, labels for known false
+    alarms (a view after an uncaptured kernel, an async destination read early), and what to
+    widen when the origin lies outside the capture. Read-only: compare_traces records."""
+    res, _, _ = _compare(ws, args)
+    return FirstDivergenceOut(
+        status=res.status,
+        complete=res.complete,
+        ranks=[
+            RankDivergence(
+                rank=r.rank,
+                status=r.status,
+                origin=r.origin,
+                first_divergence=r.first_divergence,
+                outside_scope=r.outside_scope,
+                unmatched_total=r.unmatched_total,
+                notes=r.notes[:MAX_LIST_ITEMS],
+            )
+            for r in res.ranks
+        ],
+        cross_rank=res.summary,
+        warnings=res.warnings[:MAX_LIST_ITEMS],
+        markdown=cap_text(to_markdown(res)),
+    )

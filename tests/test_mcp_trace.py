@@ -1,0 +1,72 @@
+"""Stage 2 through MCP on a real relaunchable case: baselines, capture, compare, divergence."""
+
+from __future__ import annotations
+
+from mcp import Client
+from test_mcp_support import make_relaunch_workspace, run_async
+
+from mcp_server.security import Workspace
+from mcp_server.server import build_server
+from triage_agent.records import EvidenceKind
+
+
+def test_mcp_relaunch_capture_compare_first_divergence(tmp_path):
+    ws = Workspace(make_relaunch_workspace(tmp_path))
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            out = {}
+            out["no_flag"] = await c.call_tool("confirm_mismatch", {})
+            out["confirm"] = await c.call_tool("confirm_mismatch", {"relaunch": True})
+            for run in ("a", "b"):
+                out[run] = await c.call_tool(
+                    "capture_trace",
+                    {"run": run, "first_step": 1, "last_step": 2, "level": "module"},
+                )
+            ta = out["a"].structured_content["trace_dir"]
+            tb = out["b"].structured_content["trace_dir"]
+            out["compare"] = await c.call_tool("compare_traces", {"trace_a": ta, "trace_b": tb})
+            out["first"] = await c.call_tool("first_divergence", {"trace_a": ta, "trace_b": tb})
+            return out
+
+    out = run_async(go)
+    assert out["no_flag"].is_error and "relaunch=true" in out["no_flag"].content[0].text
+    assert not out["confirm"].is_error, out["confirm"].content
+    assert out["confirm"].structured_content["report"]["step"] == 2
+    for run in ("a", "b"):
+        r = out[run]
+        assert not r.is_error, r.content
+        assert r.structured_content["exit_codes"] == [0]
+        assert r.structured_content["trace_dir"].startswith(str(ws.root))
+    cmp = out["compare"]
+    assert not cmp.is_error, cmp.content
+    assert cmp.structured_content["result"]["status"] == "diverged"
+    first = out["first"].structured_content
+    (rank0,) = first["ranks"]
+    origin = rank0["origin"]
+    assert origin is not None and origin["role"] == "origin"
+    assert origin["a"]["step"] == 2 and origin["a"]["scope"].endswith("0")
+    assert "origin" in first["markdown"].lower()
+    st = ws.ledger.state()
+    kinds = [e.kind for e in st.evidence]
+    assert kinds.count(EvidenceKind.rerun) == 2 and EvidenceKind.trace_compare in kinds
+    rerun = next(e for e in st.evidence if e.kind == EvidenceKind.rerun)
+    assert rerun.artifacts and all(len(a.sha256) == 64 for a in rerun.artifacts)
+
+
+def test_mcp_capture_refused_for_untrusted_case(tmp_path):
+    root = make_relaunch_workspace(tmp_path)
+    (root / "triage.toml").rename(root / "other.toml")
+    ws = Workspace(root)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            opened = await c.call_tool("open_case", {"path": "other.toml"})
+            cap = await c.call_tool("capture_trace", {"run": "b", "first_step": 0, "last_step": 1})
+            return opened, cap
+
+    opened, cap = run_async(go)
+    # A case file not named at start may not bring launch commands at all.
+    assert opened.is_error and "launch commands" in opened.content[0].text
+    assert cap.is_error and "no case is open" in cap.content[0].text
+    assert not (root / ".triage" / "runs").exists()
