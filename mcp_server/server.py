@@ -17,6 +17,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,10 +55,18 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:MAX_ERROR_CHARS]
 
 
-def _progress_sink(ctx: Context) -> Progress:
-    """A progress callable usable from the worker thread a tool runs in."""
+def _progress_sink(ctx: Context, min_interval_s: float = 0.1) -> Progress:
+    """A progress callable usable from the worker thread a tool runs in.
+
+    Throttled (a scan reports every file): at most one notification per ``min_interval_s``,
+    except the final one (done == total), which is always sent."""
+    last = [0.0]
 
     def report(done: float, total: float | None = None, message: str | None = None) -> None:
+        now = time.monotonic()
+        if now - last[0] < min_interval_s and (total is None or done < total):
+            return
+        last[0] = now
         try:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
         except Exception as exc:  # noqa: BLE001 - progress must never fail the tool
