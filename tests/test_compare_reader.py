@@ -6,14 +6,13 @@ import json
 import random
 
 import pytest
+from test_compare_support import chain, write_trace
 
 from triage_agent.compare import compare_runs, load_run
 from triage_agent.compare.errors import MalformedTraceError, SchemaVersionError
 from triage_agent.compare.model import ev_from_model
 from triage_agent.compare.reader import _fast_event, read_rank_file
 from triage_agent.trace_format import TraceEvent
-
-from compare_helpers import chain, write_trace
 
 
 def _random_event(rng: random.Random, seq: int) -> TraceEvent:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..compare import compare_runs, export_perfetto, load_pair, load_run, to_markdown
@@ -27,7 +28,7 @@ class OutFormat(StrEnum):
 def _where(r: EventRef | None) -> str:
     if r is None:
         return "-"
-    return f"{r.name} [{r.scope or '<root>'}] step {r.step} #{r.index} line {r.line}"
+    return escape(f"{r.name} [{r.scope or '<root>'}] step {r.step} #{r.index} line {r.line}")
 
 
 def _table(res: CompareResult) -> None:

@@ -76,8 +76,9 @@ def _lis(seq: list[int]) -> list[int]:
     return out[::-1]
 
 
-def anchors(ha: list[int], hb: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Anchor positions (ia, jb), increasing in both, and how many unique matches crossed."""
+def anchors(ha: list[int], hb: list[int]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Anchor positions (ia, jb), increasing in both, and the unique matches that crossed
+    them (equal events executed in a different order)."""
     a = np.asarray(ha, dtype=np.int64)
     b = np.asarray(hb, dtype=np.int64)
     n, m = len(a), len(b)
@@ -87,7 +88,7 @@ def anchors(ha: list[int], hb: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
     mid_a, mid_b = a[p : n - s], b[p : m - s]
     ia = np.zeros(0, dtype=np.int64)
     jb = np.zeros(0, dtype=np.int64)
-    crossed = 0
+    crossed: list[tuple[int, int]] = []
     if len(mid_a) and len(mid_b):
         order_a = np.argsort(mid_a, kind="stable")
         order_b = np.argsort(mid_b, kind="stable")
@@ -110,7 +111,9 @@ def anchors(ha: list[int], hb: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
         jb = jb_of[ia]
         if len(jb) > 1 and not np.all(np.diff(jb) > 0):
             keep = np.asarray(_lis(jb.tolist()), dtype=np.int64)
-            crossed = len(jb) - len(keep)
+            mask = np.ones(len(jb), dtype=bool)
+            mask[keep] = False
+            crossed = list(zip((ia[mask] + p).tolist(), (jb[mask] + p).tolist(), strict=True))
             ia, jb = ia[keep], jb[keep]
     pre = np.arange(p, dtype=np.int64)
     ia = np.concatenate([pre, ia + p, np.arange(n - s, n, dtype=np.int64)])
@@ -188,14 +191,21 @@ def align_gap(ea: list[Ev], eb: list[Ev], out: Alignment, i_end: int, j_end: int
 
 def align(sa: RankStream, sb: RankStream) -> Alignment:
     ia, jb, crossed = anchors(sa.hashes(), sb.hashes())
-    out = Alignment(runs=_runs(ia, jb), reordered=crossed)
+    out = Alignment(runs=_runs(ia, jb), reordered=len(crossed))
     if crossed or len(ia) != len(sa) or len(ia) != len(sb):
         out.method = "anchored"
+    # equal events that execute in a different order stay paired (counted as reordered)
+    out.pairs += [(sa.event(i), sb.event(j)) for i, j in crossed]
+    skip_a = {i for i, _ in crossed}
+    skip_b = {j for _, j in crossed}
     bounds = [(-1, -1, 1)] + out.runs + [(len(sa), len(sb), 0)]
     for (i0, j0, n0), (i1, j1, _) in zip(bounds, bounds[1:], strict=False):
         lo_a, lo_b = i0 + n0, j0 + n0
-        if lo_a < i1 or lo_b < j1:
-            ea, eb = sa.events(lo_a, i1), sb.events(lo_b, j1)
+        if lo_a < i1 or lo_b < j1:  # a gap: decode it
+            ea = [e for e in sa.events(lo_a, i1) if e.index not in skip_a]
+            eb = [e for e in sb.events(lo_b, j1) if e.index not in skip_b]
+            if not ea and not eb:
+                continue
             if not ea:
                 out.only_b += [(e, i1) for e in eb]
             elif not eb:

@@ -28,7 +28,36 @@ from .model import Ev
 from .result import Divergence, EventRef, Label, Widen
 
 _VIEW_OPS = frozenset(
-    ["view", "_unsafe_view", "reshape", "slice", "select", "as_strided", "expand", "permute", "transpose", "t", "_to_copy", "to", "contiguous", "unsqueeze", "squeeze", "narrow", "split", "split_with_sizes", "chunk", "unbind", "alias", "detach", "flatten", "unflatten", "view_as", "expand_as", "_reshape_alias", "lift_fresh"]
+    [
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "slice",
+        "select",
+        "as_strided",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "_to_copy",
+        "to",
+        "contiguous",
+        "unsqueeze",
+        "squeeze",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "alias",
+        "detach",
+        "flatten",
+        "unflatten",
+        "view_as",
+        "expand_as",
+        "_reshape_alias",
+        "lift_fresh",
+    ]
 )
 _EMPTY_RE = re.compile(r"^(new_)?empty(_like|_strided|_permuted)?$")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from triage_agent.trace_format import TraceEvent, TraceHeader, TraceEnd, trace_filename
+from triage_agent.trace_format import TraceEnd, TraceEvent, TraceHeader, trace_filename
 
 
 def dg(d: str, dtype: str = "float32") -> dict:
@@ -14,14 +14,28 @@ def dg(d: str, dtype: str = "float32") -> dict:
 
 def ev(seq, name, ins, outs, step=0, scope="m", call=None, kind="op", **kw) -> dict:
     return {
-        "seq": seq, "step": step, "kind": kind, "name": name, "scope": scope,
-        "call": call if call is not None else 0, "phase": "forward",
-        "inputs": [dg(x) for x in ins], "outputs": [dg(x) for x in outs], **kw,
+        "seq": seq,
+        "step": step,
+        "kind": kind,
+        "name": name,
+        "scope": scope,
+        "call": call if call is not None else 0,
+        "phase": "forward",
+        "inputs": [dg(x) for x in ins],
+        "outputs": [dg(x) for x in outs],
+        **kw,
     }
 
 
-def write_trace(d: Path, events: list[dict], rank: int = 0, world: int = 1, end: bool = True,
-                compact: bool = False, version: int = 1) -> Path:
+def write_trace(
+    d: Path,
+    events: list[dict],
+    rank: int = 0,
+    world: int = 1,
+    end: bool = True,
+    compact: bool = False,
+    version: int = 1,
+) -> Path:
     """Write one rank file; calls are recounted per (step, scope, name) unless given."""
     d.mkdir(parents=True, exist_ok=True)
     counts: dict = {}

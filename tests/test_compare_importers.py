@@ -1,0 +1,102 @@
+"""Foreign formats land in the same event model and compare like native traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from triage_agent.compare import compare_runs, load_pair, load_run
+from triage_agent.compare.errors import MalformedTraceError
+from triage_agent.compare.importers import detect
+
+FIX = Path(__file__).parent / "fixtures" / "compare"
+
+
+def test_bridge_streams_collective_origin_and_receiver():
+    a, b = load_run(FIX / "bridge" / "run_a"), load_run(FIX / "bridge" / "run_b")
+    assert a.fmt == "bridge" and sorted(a.ranks) == [0, 1]
+    res = compare_runs(a, b)
+    for r in res.ranks:
+        assert r.origin.a.name == "all_reduce" and r.origin.a.step == 1
+        assert "collective" in {lb.code for lb in r.origin.labels}
+    assert res.summary.origin_ranks == [0, 1]
+
+
+def test_megatron_lm_traces_first_observed_in_execution_order():
+    a, b = load_run(FIX / "megatron_lm" / "run_a"), load_run(FIX / "megatron_lm" / "run_b")
+    assert detect(FIX / "megatron_lm" / "run_a") == "megatron-lm"
+    res = compare_runs(a, b)
+    r0, r1 = res.ranks
+    assert r0.status == "identical"
+    assert r1.first_divergence.role == "observed" and r1.origin is None
+    e = r1.first_divergence.a
+    assert (e.step, e.scope, e.name) == (2, "mb1", "module_output:decoder.layers.0")
+
+
+def test_megatron_lm_torn_last_line(tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(FIX / "megatron_lm" / "run_a", d)
+    f = d / "rank_000001.jsonl"
+    f.write_text(f.read_text()[:-30])
+    run = load_run(d)
+    assert any("torn last line" in w for w in run.warnings)
+    assert len(run.ranks[1]) == 11
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_chrome_single_file_holds_both_runs(tmp_path, gz):
+    path = FIX / "opguard_pair.json"
+    if gz:
+        path = tmp_path / "pair.json.gz"
+        path.write_bytes(gzip.compress((FIX / "opguard_pair.json").read_bytes()))
+    a, b = load_pair(path)
+    assert (a.run_id, b.run_id) == ("reference", "suspect")
+    assert any("no io signature" in w for w in a.warnings)
+    r = compare_runs(a, b).ranks[0]
+    assert r.origin.a.scope == "model.fc2" and r.origin.a.name == "aten::linear"
+
+
+def test_chrome_malformed_json_names_line(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [\n{"ph": "X",\n]}')
+    with pytest.raises(MalformedTraceError, match=r"t\.json:3"):
+        load_run(p, "chrome")
+
+
+def _debugmode_log(path: Path, perturb: bool) -> None:
+    import torch
+    from torch.utils._debug_mode import DebugMode
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    with DebugMode() as dm, DebugMode.log_tensor_hashes(hash_inputs=True):
+        y = lin(x)
+        # the same ops in both runs; one op's output differs while its inputs are equal
+        y = y.relu() + torch.full_like(y, 1e-7 if perturb else 0.0)
+        y.sum()
+    path.write_text(dm.debug_string())
+
+
+def test_debugmode_real_logs_origin_at_the_perturbed_op(tmp_path):
+    _debugmode_log(tmp_path / "a.log", False)
+    _debugmode_log(tmp_path / "b.log", True)
+    assert detect(tmp_path / "a.log") == "debugmode"
+    res = compare_runs(load_run(tmp_path / "a.log"), load_run(tmp_path / "b.log"))
+    r = res.ranks[0]
+    assert r.origin is not None
+    assert r.origin.a.name in ("aten::full_like", "aten::full")
+    # the ops before it (linear, relu) were paired and equal
+    assert r.origin.a.index >= 2
+
+
+def test_detect_rejects_unknown(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("hello\n")
+    with pytest.raises(Exception, match="format not recognised"):
+        load_run(p)
+    assert json.loads((FIX / "opguard_pair.json").read_text())["traceEvents"]
