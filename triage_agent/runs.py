@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -50,10 +51,22 @@ class RunOutcome(BaseModel):
         return bool(self.exit_codes) and all(c == 0 for c in self.exit_codes)
 
 
-def expand(argv: list[str], out: Path) -> list[str]:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expand(argv: list[str], out: Path, port: int | None = None) -> list[str]:
+    """Replace the case tokens: {out}, {python}, {bin}, and {port} (a free TCP port per command,
+    so two relaunches can run side by side)."""
     bindir = str(Path(sys.executable).parent)
+    port_s = str(port if port is not None else free_port())
     return [
-        a.replace(OUT_TOKEN, str(out)).replace("{python}", sys.executable).replace("{bin}", bindir)
+        a.replace(OUT_TOKEN, str(out))
+        .replace("{python}", sys.executable)
+        .replace("{bin}", bindir)
+        .replace("{port}", port_s)
         for a in argv
     ]
 
@@ -184,8 +197,8 @@ def materialize(
         res = capture_command(
             argv, cfg, cwd=run.cwd, env=env, timeout_s=timeout_s, log_dir=out / "logs" / f"seg{k}"
         )
-        outcome.exit_codes.append(res.exit_code)
-        outcome.logs += [str(p) for p in res.logs]
+        outcome.exit_codes.append(124 if res.timed_out or res.exit_code is None else res.exit_code)
+        outcome.logs += [p for p in (res.stdout_log, res.stderr_log) if p]
         outcome.warnings += res.warnings
         segments.append(seg)
         if res.exit_code != 0:

@@ -1,0 +1,286 @@
+"""Stage 2: relaunch both runs with tracing over [N-1, N], compare, narrow, confirm, replay.
+
+Module level first (forward outputs, gradients, collectives, optimizer state); then op level
+inside the implicated scope with the origin's tensors dumped, when the module origin is not
+a leaf. Every traced relaunch is checked against its untraced baseline: if the capture
+changed the run's own metric bits, or made the divergence disappear, the ledger says so and
+the stage retries with lighter capture instead of reporting a clean result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..compare import CompareResult, compare_runs, confirm_bytes, load_run
+from ..compare.result import Divergence, EventRef
+from ..fingerprint import CaptureConfig
+from ..ledger import Ledger
+from ..metrics import diff_metrics, load_metrics
+from ..records import (
+    Case,
+    Classification,
+    Evidence,
+    EvidenceKind,
+    EvidenceResult,
+    Hypothesis,
+    HypothesisStatus,
+)
+from ..runs import RunOutcome, materialize
+from .characterize import MismatchReport
+from .classify import _ATOMIC_OPS, _RANDOM_OPS, CLASSIFICATION, explains
+
+LIGHTER = {"op": "module", "module": "collective", "collective": None}
+
+
+def _pair(case: Case, ws: Path, label: str, cfg: CaptureConfig, timeout_s: float, on_status) -> tuple[RunOutcome, RunOutcome]:
+    with ThreadPoolExecutor(2) as pool:
+        fa = pool.submit(materialize, case.run_a, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status)
+        fb = pool.submit(materialize, case.run_b, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status)
+        return fa.result(), fb.result()
+
+
+def _where(ref: EventRef | None) -> str:
+    if ref is None:
+        return "?"
+    s = f"rank {ref.rank} step {ref.step} {ref.kind} {ref.scope or '-'}::{ref.name} (call {ref.call}, {ref.phase})"
+    return s + (f" from {ref.caller}" if ref.caller else "")
+
+
+def _rows(res: CompareResult, label: str) -> list[dict]:
+    rows = []
+    for r in res.ranks:
+        d = r.origin or r.first_divergence
+        ref = (d.b or d.a) if d else None
+        rows.append(
+            {
+                "label": label,
+                "rank": r.rank,
+                "role": (d.role if d else r.status) if r.origin or d else r.status,
+                "step": ref.step if ref else "",
+                "kind": ref.kind if ref else "",
+                "scope": ref.scope if ref else "",
+                "name": ref.name if ref else "",
+                "call": ref.call if ref else "",
+                "detail": "; ".join(lab.message for lab in d.labels) if d else (
+                    "outside capture scope" if r.outside_scope else ""
+                ),
+            }
+        )
+    return rows
+
+
+def _origin(res: CompareResult) -> Divergence | None:
+    origins = [r.origin for r in res.ranks if r.origin is not None]
+    if not origins:
+        return None
+    return min(origins, key=lambda d: ((d.b or d.a).step, (d.b or d.a).index))
+
+
+def _perturbation(ledger: Ledger, base: dict[str, str], traced: tuple[RunOutcome, RunOutcome]) -> list[str]:
+    """Compare each traced run's metric bits with its untraced baseline's."""
+    problems = []
+    for out in traced:
+        if not out.ok or out.metrics is None:
+            problems.append(f"traced run {out.run} failed (exit codes {out.exit_codes})")
+            continue
+        d = diff_metrics(load_metrics(base[out.run]), load_metrics(out.metrics))
+        if d.first_step is not None:
+            problems.append(f"tracing changed run {out.run}'s own metric bits from step {d.first_step}")
+    return problems
+
+
+def trace_and_compare(
+    case: Case, ledger: Ledger, rep: MismatchReport, cfg: CaptureConfig, label: str,
+    base: dict[str, str], timeout_s: float, on_status: Callable[[str], None],
+) -> tuple[CompareResult | None, Evidence]:
+    ws = Path(ledger.workspace)
+    level: str | None = cfg.level
+    while level is not None:
+        on_status(f"{label}: tracing both runs at {level} level, steps {cfg.steps}")
+        cfg = cfg.model_copy(update={"level": level})
+        ta, tb = _pair(case, ws, f"{label}-{level}", cfg, timeout_s, on_status)
+        problems = _perturbation(ledger, base, (ta, tb))
+        if not problems and ta.trace_dir and tb.trace_dir:
+            break
+        ledger.note(f"{label} at {level} level perturbed the run: {'; '.join(problems)}; retrying with lighter capture")
+        level = LIGHTER.get(level)
+        cfg = cfg.model_copy(update={"dump": []})
+    else:
+        ev = Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.error, summary=f"{label}: every capture level perturbed the run; no trace comparison is trustworthy")
+        ledger.add_evidence(ev)
+        return None, ev
+    res = compare_runs(load_run(ta.trace_dir), load_run(tb.trace_dir), mapping=case.correspondence_map)
+    argv = [a for cmd in tb.argv for a in [*cmd, ";"]][:-1]
+    arts = [ledger.artifact(p, role=f"trace {out.run}") for out in (ta, tb) for p in sorted(Path(out.trace_dir).glob("trace_rank*.jsonl"))]
+    origin = _origin(res)
+    if res.status == "identical":
+        summary = f"{label} ({level}): traced runs identical over steps {cfg.steps}, although their untraced bits differ at step {rep.step}: the capture hides the divergence or the window misses it"
+        result = EvidenceResult.inconclusive
+    elif origin is not None:
+        summary = f"{label} ({level}): first divergence with equal inputs and different outputs at {_where(origin.b or origin.a)}; origin ranks {res.summary.origin_ranks}, receiver-only ranks {res.summary.receiver_only_ranks}"
+        result = EvidenceResult.observed
+    else:
+        summary = f"{label} ({level}): runs diverge but no origin lies on the traced events (outside the capture scope on ranks {res.summary.outside_scope_ranks})"
+        result = EvidenceResult.observed
+    unmatched = sum(r.unmatched_total for r in res.ranks)
+    if unmatched:
+        summary += f"; {unmatched} unmatched event(s) reported"
+    widen = next((r.outside_scope for r in res.ranks if r.outside_scope), None)
+    ev = Evidence(
+        kind=EvidenceKind.trace_compare,
+        result=result,
+        summary=summary,
+        argv=argv,
+        artifacts=arts,
+        data={
+            "level": level,
+            "steps": list(cfg.steps) if cfg.steps else None,
+            "rows": _rows(res, f"{label}/{level}"),
+            "origin": origin.model_dump(mode="json") if origin else None,
+            "origin_location": _where(origin.b or origin.a) if origin else None,
+            "widen": widen.model_dump_json(exclude_none=True) if widen else None,
+            "summary": res.summary.model_dump(mode="json"),
+            "trace_dirs": {"a": ta.trace_dir, "b": tb.trace_dir},
+        },
+    )
+    return res, ev
+
+
+def run_stage2(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    supported: list[Hypothesis],
+    *,
+    timeout_s: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> tuple[Evidence | None, Hypothesis | None]:
+    st = ledger.state()
+    prior = [e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.result != EvidenceResult.error]
+    if "trace" in st.stages_done() and prior:
+        final = prior[-1]
+        hyp = next((h for h in st.hypotheses.values() if final.id in [e.id for e in st.evidence_for(h.id)] and h.category != ""), None)
+        return final, hyp
+    ws = Path(ledger.workspace)
+    base = {}
+    for run in (case.run_a, case.run_b):
+        out = materialize(run, ws, "baseline", timeout_s=timeout_s)
+        base[run.name] = out.metrics
+    n = rep.step
+    window = (max(n - 1, 0), n)
+    cfg = CaptureConfig(out_dir=ws / "unused", steps=window, level="module")
+    res, ev = trace_and_compare(case, ledger, rep, cfg, "module trace", base, timeout_s, on_status)
+    final = ev
+    origin = _origin(res) if res else None
+    if origin is not None:
+        ref = origin.b or origin.a
+        if ref.kind == "module":
+            # Narrow: op level inside the implicated module, with that module's ops dumped.
+            scope_re = "^" + re.escape(ref.scope) + r"(\.|$)"
+            op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(ref.step, ref.step), level="op", scope=scope_re, dump=[f"{ref.scope}*"])
+            ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
+            res2, ev2 = trace_and_compare(case, ledger, rep, op_cfg, "op trace", base, timeout_s, on_status)
+            o2 = _origin(res2) if res2 else None
+            if o2 is not None:
+                origin, ev, final = o2, ev2, ev2
+            else:
+                ev2.summary += "; op level shows no origin inside the module: the module-level origin stands"
+                ledger.add_evidence(ev2)
+                ev = None
+    explained = []
+    if origin is not None:
+        ref = origin.b or origin.a
+        event = {"name": ref.name, "scope": ref.scope, "kind": ref.kind}
+        explained = [h.id for h in supported if explains(h.category, event)]
+        for h in supported:
+            verdict_text = "explains" if h.id in explained else "does NOT explain"
+            ledger.note(f"trace cross-check: {h.id} ({h.category}) {verdict_text} the first divergence at {_where(ref)}")
+    if ev is not None:
+        ev.data["explains"] = explained
+        ev.hypotheses = [h.id for h in supported]
+        ledger.add_evidence(ev)
+        final = ev
+    hyp = None
+    if origin is not None:
+        confirm = _byte_confirm(ledger, origin, final)
+        hyp = _origin_hypothesis(ledger, origin, supported, explained, final, confirm)
+    ledger.stage("trace", "done")
+    return final, hyp
+
+
+def _byte_confirm(ledger: Ledger, origin: Divergence, trace_ev: Evidence) -> Evidence | None:
+    if not (origin.a and origin.b and origin.a.dump and origin.b.dump):
+        return None
+    dirs = trace_ev.data.get("trace_dirs", {})
+    pa = Path(dirs.get("a", "")) / origin.a.dump
+    pb = Path(dirs.get("b", "")) / origin.b.dump
+    if not (pa.exists() and pb.exists()):
+        return None
+    rep = confirm_bytes(pa, pb)
+    ev = Evidence(
+        kind=EvidenceKind.byte_compare,
+        result=EvidenceResult.observed,
+        summary=f"bytes of {origin.b.scope}::{origin.b.name}: {rep.model_dump_json()[:400]}",
+        data=rep.model_dump(mode="json"),
+        artifacts=[ledger.artifact(pa, "dump a"), ledger.artifact(pb, "dump b")],
+    )
+    ledger.add_evidence(ev)
+    return ev
+
+
+def _origin_hypothesis(
+    ledger: Ledger,
+    origin: Divergence,
+    supported: list[Hypothesis],
+    explained: list[str],
+    trace_ev: Evidence,
+    byte_ev: Evidence | None,
+) -> Hypothesis | None:
+    """When no supported hypothesis explains the origin, the origin itself becomes one."""
+    if explained:
+        return None
+    ref = origin.b or origin.a
+    name = f"{ref.scope} {ref.name}"
+    if _RANDOM_OPS.search(name):
+        category, stmt = "rng-state", f"the random op {ref.scope}::{ref.name} draws different random numbers in the two runs (its inputs are equal, its output is not)"
+    elif _ATOMIC_OPS.search(name):
+        category, stmt = "nondeterminism", f"{ref.scope}::{ref.name} is nondeterministic: equal inputs give different outputs"
+    else:
+        category, stmt = "unknown", f"{ref.scope}::{ref.name} gives different outputs on equal inputs"
+    hyp = Hypothesis(
+        statement=f"{stmt} (first divergence: {_where(ref)})",
+        category=category,
+        classification=CLASSIFICATION.get(category, Classification.unknown),
+    )
+    ledger.put_hypothesis(hyp)
+    evidence = [trace_ev.id] + ([byte_ev.id] if byte_ev else [])
+    ledger.add_evidence(
+        Evidence(
+            hypotheses=[hyp.id],
+            kind=EvidenceKind.note,
+            result=EvidenceResult.observed,
+            summary=f"hypothesis derived from the trace origin ({', '.join(evidence)}); it needs a replay or a policy rerun to be supported",
+        )
+    )
+    replay = _replay(ledger, hyp, origin, trace_ev)
+    if replay is not None and replay.result == EvidenceResult.supported:
+        hyp = ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported)
+    return hyp
+
+
+def _replay(ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evidence) -> Evidence | None:
+    try:
+        from reproducers.replay import replay_event
+    except ImportError:
+        return None
+    dirs = trace_ev.data.get("trace_dirs", {})
+    ref = origin.b or origin.a
+    if not ref.dump:
+        ledger.note(f"no tensor dump for {ref.scope}::{ref.name}: replay skipped")
+        return None
+    ev = replay_event(Path(dirs["b"]) / ref.dump, ref.name, workspace=Path(ledger.workspace), hypotheses=[hyp.id])
+    ledger.add_evidence(ev)
+    return ev
