@@ -25,7 +25,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
@@ -75,6 +75,21 @@ def _progress_sink(ctx: Context, min_interval_s: float = 0.1) -> Progress:
     return report
 
 
+class _Tool(Tool):
+    """The SDK's tool, with argument-validation errors cut to one line for the client."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise ToolError(f"Error executing tool {self.name}: {_one_line(cause)}") from cause
+            raise
+
+
 def _sdk_tool(spec: ToolSpec, ws: Workspace) -> Tool:
     # The argument model is the spec's input model itself (its bounds, descriptions and
     # extra="forbid"), with the SDK's base mixed in for how arguments are handed over.
@@ -88,7 +103,7 @@ def _sdk_tool(spec: ToolSpec, ws: Workspace) -> Tool:
             raise ToolError(_one_line(exc)) from exc
         return result
 
-    return Tool(
+    return _Tool(
         fn=call,
         name=spec.name,
         title=spec.title,

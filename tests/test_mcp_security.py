@@ -111,6 +111,8 @@ def test_mcp_oversized_or_unknown_input_rejected(ws, name, args):
     before = ws.ledger.state().events
     r = call(ws, name, args)
     assert r.is_error
+    text = r.content[0].text
+    assert "\n" not in text and text.startswith(f"Error executing tool {name}: invalid ")
     assert ws.ledger.state().events == before
 
 
