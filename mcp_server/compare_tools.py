@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from triage_agent.compare import CompareResult, compare_runs, load_run, to_markdown
+from triage_agent.compare import ByteReport, CompareResult, compare_runs, load_run, to_markdown
+from triage_agent.compare import confirm_bytes as compare_bytes
 from triage_agent.compare.result import CrossRank, Divergence, Widen
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 
@@ -144,3 +145,46 @@ def first_divergence(ws: Workspace, args: TracePairIn, progress: Progress) -> Fi
         warnings=res.warnings[:MAX_LIST_ITEMS],
         markdown=cap_text(to_markdown(res)),
     )
+
+
+class ConfirmBytesIn(In):
+    dump_a: str = Field(max_length=MAX_PATH_CHARS, description="run A's tensor dump (.pt/.npy)")
+    dump_b: str = Field(max_length=MAX_PATH_CHARS, description="run B's dump of the same event")
+    hypotheses: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+
+
+class ConfirmBytesOut(BaseModel):
+    report: ByteReport
+    evidence_id: str
+
+
+def confirm_bytes(ws: Workspace, args: ConfirmBytesIn, progress: Progress) -> ConfirmBytesOut:
+    """Compare the dumped tensors of one event from both runs bit for bit: differing
+    elements by bit pattern (-0.0 is not 0.0), maximum ULP distance, bit-position histogram,
+    first differing indices. The hash narrows; the bytes settle it. Recorded as byte-compare
+    evidence. Dumps load without pickle (weights-only / allow_pickle=False)."""
+    pa = ws.path(args.dump_a, must_exist=True)
+    pb = ws.path(args.dump_b, must_exist=True)
+    rep = compare_bytes(pa, pb)
+    diff = [t for t in rep.tensors if not t.equal]
+    summary = (
+        "bytes equal"
+        if rep.equal
+        else (
+            f"bytes differ in {len(diff)}/{len(rep.tensors)} tensor(s): "
+            + ", ".join(
+                f"{t.name} {t.differing}/{t.numel} elements, max {t.max_ulp} ulp" for t in diff[:5]
+            )
+        )
+    )
+    ev = ws.ledger.add_evidence(
+        Evidence(
+            hypotheses=args.hypotheses,
+            kind=EvidenceKind.byte_compare,
+            result=EvidenceResult.observed,
+            summary=summary,
+            data=rep.model_dump(mode="json"),
+            artifacts=[ws.ledger.artifact(pa, "dump a"), ws.ledger.artifact(pb, "dump b")],
+        )
+    )
+    return ConfirmBytesOut(report=rep, evidence_id=ev.id)

@@ -129,13 +129,24 @@ def _compare_specs() -> list[ToolSpec]:
             READ_ONLY,
             k.first_divergence,
         ),
+        ToolSpec(
+            "confirm_bytes",
+            "Compare dumped bytes",
+            k.ConfirmBytesIn,
+            k.ConfirmBytesOut,
+            APPENDS,
+            k.confirm_bytes,
+        ),
     ]
 
 
 # (is the library function there?, the specs once it is). Factories, so that a module not
 # yet installed is never imported.
 OPTIONAL: tuple[tuple[Callable[[], bool], Callable[[], list[ToolSpec]]], ...] = (
-    (has("triage_agent.compare", "compare_runs", "load_run", "to_markdown"), _compare_specs),
+    (
+        has("triage_agent.compare", "compare_runs", "load_run", "to_markdown", "confirm_bytes"),
+        _compare_specs,
+    ),
 )
 
 

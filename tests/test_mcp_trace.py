@@ -70,3 +70,61 @@ def test_mcp_capture_refused_for_untrusted_case(tmp_path):
     assert opened.is_error and "launch commands" in opened.content[0].text
     assert cap.is_error and "no case is open" in cap.content[0].text
     assert not (root / ".triage" / "runs").exists()
+
+
+def test_mcp_compare_and_first_divergence_on_planted_traces(tmp_path):
+    from triage_agent.compare.synth import SynthSpec, write_pair
+
+    root = make_relaunch_workspace(tmp_path)
+    ta, tb = write_pair(SynthSpec(events=400, diverge_at=123, insert_at=[300]), root / "traces")
+    ws = Workspace(root)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            args = {"trace_a": str(ta), "trace_b": str(tb)}
+            cmp = await c.call_tool("compare_traces", {**args, "hypotheses": []})
+            first = await c.call_tool("first_divergence", args)
+            outside = await c.call_tool("first_divergence", {**args, "trace_b": "/tmp"})
+            return cmp, first, outside
+
+    cmp, first, outside = run_async(go)
+    assert not cmp.is_error, cmp.content
+    res = cmp.structured_content["result"]
+    assert res["status"] == "diverged"
+    (rank0,) = first.structured_content["ranks"]
+    assert rank0["origin"]["a"]["index"] == 123
+    # The extra event in B is reported, not skipped.
+    assert rank0["unmatched_total"] >= 1 and res["ranks"][0]["unmatched"]
+    assert outside.is_error and "outside the allowed roots" in outside.content[0].text
+    ev = ws.ledger.state().evidence
+    assert [e.kind for e in ev] == [EvidenceKind.trace_compare]
+    assert ev[0].artifacts and ev[0].data["origins"]
+
+
+def test_mcp_confirm_bytes_counts_differing_elements(tmp_path):
+    import numpy as np
+
+    root = make_relaunch_workspace(tmp_path)
+    a = np.arange(8, dtype=np.float32)
+    b = a.copy()
+    b[5] = np.nextafter(b[5], np.float32(100))
+    b[6] = -0.0 if a[6] == 0 else b[6]
+    z = np.zeros(2, dtype=np.float32)
+    zb = z.copy()
+    zb[1] = -0.0
+    (root / "d").mkdir()
+    np.save(root / "d" / "a.npy", np.concatenate([a, z]))
+    np.save(root / "d" / "b.npy", np.concatenate([b, zb]))
+    ws = Workspace(root)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            return await c.call_tool("confirm_bytes", {"dump_a": "d/a.npy", "dump_b": "d/b.npy"})
+
+    r = run_async(go)
+    assert not r.is_error, r.content
+    rep = r.structured_content["report"]
+    assert rep["equal"] is False
+    (t,) = rep["tensors"]
+    assert t["differing"] == 2 and t["max_ulp"] is not None
+    assert ws.ledger.state().evidence[0].kind == EvidenceKind.byte_compare
