@@ -58,8 +58,18 @@ class CaseOut(BaseModel):
 
 
 def _record_case(ws: Workspace, case: Case) -> bool:
-    if ws.ledger.state().case == case:
+    """Append ``case`` unless the ledger already holds it; refuse a different case (the
+    ledger of one workspace belongs to one case, as in ``triage run``)."""
+    old = ws.ledger.state().case
+    if old == case:
         return False
+    if old is not None and old.model_dump(exclude={"mismatch_step"}) != case.model_dump(
+        exclude={"mismatch_step"}
+    ):
+        raise InputError(
+            f"the ledger {ws.ledger.path} belongs to case {old.name!r}: start the server on "
+            "another workspace for a different case"
+        )
     ws.ledger.set_case(case)
     return True
 
@@ -75,8 +85,10 @@ def open_case(ws: Workspace, args: OpenCaseIn, progress: Progress) -> CaseOut:
     assert path is not None
     case = load_case(path)
     assert case is not None
+    ws.check_case(case, from_startup_file=path == ws.case_file)
+    recorded = _record_case(ws, case)
     ws.adopt(case, from_startup_file=path == ws.case_file)
-    return CaseOut(case=case, recorded=_record_case(ws, case), workspace=ws.info())
+    return CaseOut(case=case, recorded=recorded, workspace=ws.info())
 
 
 class RunIn(In):
@@ -132,8 +144,10 @@ def create_case(ws: Workspace, args: CreateCaseIn, progress: Progress) -> CaseOu
     }
     raw["case"] = {k: v for k, v in raw["case"].items() if v is not None}
     case = case_from_dict(raw, ws.root, origin="create_case")
+    ws.check_case(case)
+    recorded = _record_case(ws, case)
     ws.adopt(case)
-    return CaseOut(case=case, recorded=_record_case(ws, case), workspace=ws.info())
+    return CaseOut(case=case, recorded=recorded, workspace=ws.info())
 
 
 # -- the mismatch step -----------------------------------------------------------------------

@@ -21,16 +21,19 @@ of scope.
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from triage_agent.config import CONFIG_NAME, load_case
-from triage_agent.errors import InputError, PathEscapeError
+from triage_agent.errors import InputError, PathEscapeError, TriageError
 from triage_agent.ledger import Ledger
 from triage_agent.paths import check_rev, contained
 from triage_agent.records import Case
+
+log = logging.getLogger("triage-mcp")
 
 # Bounds shared by the input models: big enough for real use, small enough that one
 # request cannot make the server read or hold an unbounded amount.
@@ -88,9 +91,14 @@ class Workspace:
         ws = Path(trusted.workspace) if trusted else self.root / ".triage"
         self.ledger = Ledger(self.path(ws))
         if self._case is None:
-            self._case = self.ledger.state().case
-            if self._case is not None:
-                self._check_case_paths(self._case)
+            recorded = self.ledger.state().case
+            if recorded is not None:
+                try:
+                    self.check_case(recorded)
+                    self._case = recorded
+                except TriageError as exc:
+                    # Recorded under wider roots: keep it in the ledger, do not act on it.
+                    log.warning("the ledger's case is not opened: %s", exc)
 
     # -- paths -------------------------------------------------------------------------------
     def absolute(self, p: str | Path) -> Path:
@@ -160,18 +168,19 @@ class Workspace:
                 f"{self.ledger.workspace}: start the server with that case instead"
             )
 
-    def adopt(self, case: Case, *, from_startup_file: bool = False) -> Case:
-        """Make ``case`` current after checking that every path it names is contained.
-
-        A case not read from the startup file keeps no launch commands: commands are taken
-        only from the file a person named when starting the server.
-        """
+    def check_case(self, case: Case, *, from_startup_file: bool = False) -> None:
+        """Refuse a case that names a path outside the allowed roots, or that brings launch
+        commands without coming from the file a person named when starting the server."""
         self._check_case_paths(case)
         if not from_startup_file and any(r.launch for r in (case.run_a, case.run_b)):
             raise InputError(
                 "this case declares launch commands; they are accepted only from the case file "
                 "the server was started with (--case or triage.toml in the workspace)"
             )
+
+    def adopt(self, case: Case, *, from_startup_file: bool = False) -> Case:
+        """Make ``case`` current (after ``check_case``)."""
+        self.check_case(case, from_startup_file=from_startup_file)
         with self._lock:
             self._case = case
         return case

@@ -270,3 +270,33 @@ def test_mcp_scan_paths_and_modules_must_be_contained(ws):
     )
     assert out.is_error and "outside the allowed roots" in out.content[0].text
     assert mod.is_error and "outside the allowed roots" in mod.content[0].text
+
+
+def test_mcp_ledger_of_one_case_refuses_another(ws):
+    first, other = call(
+        ws,
+        ("open_case", {}),
+        (
+            "create_case",
+            {"name": "other", "run_a": {"metrics": "runs/a"}, "run_b": {"metrics": "runs/b"}},
+        ),
+    )
+    assert not first.is_error
+    assert other.is_error and "belongs to case 'toy'" in other.content[0].text
+    assert ws.ledger.state().case.name == "toy" and ws.case.name == "toy"
+
+
+def test_mcp_server_reopens_the_ledger_case_on_restart(tmp_path):
+    root = make_workspace(tmp_path, with_case_file=False)
+    ws = Workspace(root)
+    call(
+        ws,
+        (
+            "create_case",
+            {"name": "kept", "run_a": {"metrics": "runs/a"}, "run_b": {"metrics": "runs/b"}},
+        ),
+    )
+    again = Workspace(root)
+    assert again.case is not None and again.case.name == "kept"
+    (r,) = call(again, ("confirm_mismatch", {}))
+    assert not r.is_error and r.structured_content["report"]["step"] == 3
