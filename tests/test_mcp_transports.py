@@ -84,15 +84,22 @@ def test_mcp_http_loopback_with_bearer_token(tmp_path):
         url = f"http://127.0.0.1:{port}/mcp"
 
         async def go():
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
             async with create_mcp_http_client() as raw:
-                anon = await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+                anon = await raw.post(url, json=ping)
+                rebound = await raw.post(
+                    url,
+                    json=ping,
+                    headers={"Authorization": f"Bearer {token}", "Host": "attacker.example"},
+                )
             http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
             async with http, Client(streamable_http_client(url, http_client=http)) as c:
                 summary = await c.call_tool("ledger_summary", {})
-            return anon.status_code, summary
+            return anon.status_code, rebound.status_code, summary
 
-        status, summary = run_async(go)
+        status, rebound, summary = run_async(go)
         assert status == 401
+        assert rebound in (400, 403, 421)  # DNS-rebinding protection stays on behind the token
         assert not summary.is_error and summary.structured_content["events"] == 0
     finally:
         proc.terminate()
