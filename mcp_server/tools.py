@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Callable
 
 from . import case_tools as c
+from . import repro_tools as r
 from . import scan_tools as s
 from . import trace_tools as t
 from .spec import (
@@ -49,6 +50,14 @@ CORE: tuple[ToolSpec, ...] = (
     ),
     ToolSpec("list_probes", "List probes", s.ListProbesIn, s.ProbesOut, READ_ONLY, s.list_probes),
     ToolSpec("scan", "Bounded static scan", s.ScanIn, s.ScanOut, APPENDS, s.scan),
+    ToolSpec(
+        "list_templates",
+        "List reproducer templates",
+        r.ListTemplatesIn,
+        r.TemplatesOut,
+        READ_ONLY,
+        r.list_templates,
+    ),
     ToolSpec(
         "capture_trace",
         "Capture a trace",

@@ -300,3 +300,19 @@ def test_mcp_server_reopens_the_ledger_case_on_restart(tmp_path):
     assert again.case is not None and again.case.name == "kept"
     (r,) = call(again, ("confirm_mismatch", {}))
     assert not r.is_error and r.structured_content["report"]["step"] == 3
+
+
+def test_mcp_list_templates_with_param_schemas(ws):
+    from reproducers.params import TEMPLATES
+
+    everything, one, bad = call(
+        ws,
+        ("list_templates", {}),
+        ("list_templates", {"name": "cast_roundtrip"}),
+        ("list_templates", {"name": "nope"}),
+    )
+    names = [t["name"] for t in everything.structured_content["templates"]]
+    assert names == list(TEMPLATES)
+    (t,) = one.structured_content["templates"]
+    assert t["params_schema"]["type"] == "object" and t["supported_means"]
+    assert bad.is_error and "unknown reproducer template" in bad.content[0].text
