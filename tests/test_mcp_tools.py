@@ -316,3 +316,44 @@ def test_mcp_list_templates_with_param_schemas(ws):
     (t,) = one.structured_content["templates"]
     assert t["params_schema"]["type"] == "object" and t["supported_means"]
     assert bad.is_error and "unknown reproducer template" in bad.content[0].text
+
+
+def test_mcp_corrupted_ledger_is_a_tool_error_and_nothing_is_lost(ws):
+    call(ws, ("add_note", {"text": "first"}), ("add_note", {"text": "second"}))
+    raw = ws.ledger.path.read_bytes()
+    lines = raw.split(b"\n")
+    ws.ledger.path.write_bytes(b"\n".join([lines[0], b"{not json", *lines[1:]]))
+    (r,) = call(ws, ("ledger_summary", {}))
+    assert r.is_error and "corrupted" in r.content[0].text and "\n" not in r.content[0].text
+    # Refused writes leave the file as it was: the ledger is append-only.
+    (w,) = call(ws, ("record_hypothesis", {"statement": "s", "category": "c"}))
+    assert w.is_error
+    assert ws.ledger.path.read_bytes().count(b"\n") == raw.count(b"\n") + 1
+
+
+def test_mcp_torn_tail_is_reported(ws):
+    call(ws, ("add_note", {"text": "kept"}))
+    with open(ws.ledger.path, "ab") as f:
+        f.write(b'{"v": 1, "kind": "note", "da')
+    (r,) = call(ws, ("ledger_summary", {}))
+    assert not r.is_error and "ignored" in r.structured_content["torn_tail"]
+    assert r.structured_content["events"] == 1
+
+
+def test_mcp_unexpected_failure_is_generic_and_server_survives(ws, monkeypatch):
+    import mcp_server.case_tools as ct
+
+    def boom(state):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(ct, "hypothesis_rows", boom)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            bad = await c.call_tool("ledger_summary", {})
+            good = await c.call_tool("add_note", {"text": "still here"})
+            return bad, good
+
+    bad, good = run_async(go)
+    assert bad.is_error and bad.content[0].text == "Error executing tool ledger_summary"
+    assert not good.is_error
