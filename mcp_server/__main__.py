@@ -31,24 +31,12 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
 
-    import anyio
-
     from triage_agent.errors import TriageError
 
-    from .security import Workspace
-    from .server import build_server, check_loopback, serve_http
+    from .server import serve
 
     try:
-        ws = Workspace(a.workspace, a.case)
-        server = build_server(ws)
-        if a.transport == "http":
-            check_loopback(a.host)
-            token = os.environ.get("TRIAGE_MCP_TOKEN", "")
-            if len(token) < 16:
-                raise TriageError("HTTP needs TRIAGE_MCP_TOKEN set to a secret of 16+ characters")
-            anyio.run(serve_http, server, a.host, a.port, token)
-        else:
-            anyio.run(server.run_stdio_async)
+        serve(a.workspace, a.case, a.transport, a.host, a.port, os.environ.get("TRIAGE_MCP_TOKEN"))
     except TriageError as exc:
         print(f"triage-mcp: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -296,3 +296,24 @@ async def serve_http(server: MCPServer, host: str, port: int, token: str) -> Non
     app = http_app(server, host, token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()
+
+
+def serve(
+    workspace: str,
+    case: str | None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+) -> None:
+    """Open the workspace and serve until the client goes away (stdio) or the process is
+    stopped (HTTP). Raises TriageError for a bad workspace, case, host or token."""
+    ws = Workspace(workspace, case)
+    server = build_server(ws)
+    if transport == "http":
+        check_loopback(host)
+        if not token or len(token) < 16:
+            raise InputError("HTTP needs TRIAGE_MCP_TOKEN set to a secret of 16+ characters")
+        anyio.run(serve_http, server, host, port, token)
+    else:
+        anyio.run(server.run_stdio_async)

@@ -119,3 +119,22 @@ def test_mcp_http_needs_token(tmp_path):
     argv = [_triage_mcp(), "--workspace", str(tmp_path), "--transport", "http"]
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "TRIAGE_MCP_TOKEN" in r.stderr
+
+
+def test_mcp_bad_workspace_or_case_file_is_one_line(tmp_path):
+    (tmp_path / "triage.toml").write_text("[case\nname=")
+    for argv in (
+        ["--workspace", str(tmp_path / "missing")],
+        ["--workspace", str(tmp_path)],
+        ["--workspace", str(tmp_path), "--case", "/etc/hostname"],
+    ):
+        r = subprocess.run(
+            [_triage_mcp(), *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0
+        assert r.stderr.startswith("triage-mcp: error: ")
