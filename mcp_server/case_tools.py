@@ -377,14 +377,14 @@ class AddNoteIn(In):
 
 class NoteOut(BaseModel):
     recorded: bool
-    events: int
+    event_id: str = Field(description="the ledger event holding the note")
 
 
 def add_note(ws: Workspace, args: AddNoteIn, progress: Progress) -> NoteOut:
     """Append a free-text note to the ledger (a decision, a budget spent, a dead end).
     Notes are never evidence."""
-    ws.ledger.note(args.text, source="mcp")
-    return NoteOut(recorded=True, events=ws.ledger.state().events)
+    event = ws.ledger.append("note", {"text": args.text, "source": "mcp"})
+    return NoteOut(recorded=True, event_id=event.id)
 
 
 # -- report ----------------------------------------------------------------------------------
