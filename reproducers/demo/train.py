@@ -14,11 +14,11 @@ N-th optimizer step (counting from 0). The data are synthetic and deterministic:
 of the stream is drawn from its own generator seeded with (seed, i), so the only data
 state is the number of samples consumed so far, kept in the checkpoint's client_state.
 
-Precision: fp32. DeepSpeed's bf16 path on CPU runs, but most of the arithmetic then goes
-through bf16 matmuls whose CPU kernels pick blocking by thread count, and the bf16 loss
-carries 8 bits of mantissa, so a fingerprint separates far fewer states; fp32 keeps the
-demo about the training state and not about rounding. Threads are pinned to one per rank
-so that reductions inside CPU kernels do not depend on the machine's core count.
+Precision: fp32. DeepSpeed's bf16 optimizer also runs on CPU and repeats bit for bit, but
+it is slower there, and its loss is a bf16 value with 8 significant bits, so many different
+training states share the same loss bits; fp32 keeps each fingerprint sensitive. fp16 does
+not run on CPU. Threads are pinned to one per rank so that reductions inside CPU kernels do
+not depend on the machine's core count.
 """
 
 from __future__ import annotations
