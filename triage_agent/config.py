@@ -59,6 +59,8 @@ def _resolve_paths(case: Case, base: Path) -> Case:
     def rel(p: str | None) -> str | None:
         if p is None:
             return None
+        if p.startswith("{out}"):  # filled in per relaunch (see triage_agent.runs)
+            return p
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (base / q).resolve())
 

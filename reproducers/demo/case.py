@@ -51,7 +51,7 @@ class LaunchError(TriageError):
 
 
 def _train(*args: str) -> list[str]:
-    return ["{bin}/deepspeed", "--num_gpus", "2", TRAIN_SCRIPT, "--out", OUT_TOKEN, *args]
+    return ["{bin}/deepspeed", "--num_gpus", "2", "--master_port", "{port}", TRAIN_SCRIPT, "--out", OUT_TOKEN, *args]
 
 
 def demo_toml() -> str:
