@@ -13,8 +13,7 @@ gradient accumulation. Limits: synthetic values, CPU; the effect is arithmetic, 
 """
 
 import torch
-
-from _common import emit, load_params, run_guarded, sha, bits_differ
+from _common import bits_differ, emit, load_params, run_guarded, sha
 
 TEMPLATE = "cast_roundtrip"
 PARAMS: dict = {}
