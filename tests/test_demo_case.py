@@ -93,7 +93,10 @@ def test_demo_commands_recorded_as_run(demo):
     assert len(b.commands) == 2 and all(c.exit_code == 0 for c in b.commands)
     launcher = str(Path(sys.executable).parent / "deepspeed")
     assert all(c.argv[0] == launcher for c in b.commands)
-    assert all(any(a.startswith("--master_port=") for a in c.argv) for c in b.commands)
+    for c in b.commands:
+        assert "{port}" not in " ".join(c.argv)
+        port = c.argv[c.argv.index("--master_port") + 1]
+        assert port.isdigit() and port != "29500"
     assert all(Path(c.log).is_file() for c in b.commands)
     assert "--resume-from" in b.commands[1].argv
     assert any("command 2/2" in m for m in messages)
@@ -144,6 +147,10 @@ def test_expand_keeps_a_named_port_and_fills_tokens(tmp_path):
     assert argv[0] == str(Path(sys.executable).parent / "deepspeed")
     plain = expand(["{python}", "-c", "pass"], tmp_path)
     assert plain == [sys.executable, "-c", "pass"]
+    bare = expand(["{bin}/deepspeed", "x.py"], tmp_path)
+    assert bare[1].startswith("--master_port=") and bare[1].split("=")[1].isdigit()
+    token = expand(["{bin}/deepspeed", "--master_port", "{port}", "x.py"], tmp_path)
+    assert token[2].isdigit() and len(token) == 4
 
 
 def _run(tmp_path: Path, *launch: list[str]) -> RunSpec:

@@ -51,7 +51,17 @@ class LaunchError(TriageError):
 
 
 def _train(*args: str) -> list[str]:
-    return ["{bin}/deepspeed", "--num_gpus", "2", "--master_port", "{port}", TRAIN_SCRIPT, "--out", OUT_TOKEN, *args]
+    return [
+        "{bin}/deepspeed",
+        "--num_gpus",
+        "2",
+        "--master_port",
+        "{port}",
+        TRAIN_SCRIPT,
+        "--out",
+        OUT_TOKEN,
+        *args,
+    ]
 
 
 def demo_toml() -> str:
@@ -203,14 +213,20 @@ def _free_port() -> int:
 
 
 def expand(argv: list[str], out: Path) -> list[str]:
-    """Replace the case tokens; give the DeepSpeed launcher a free rendezvous port.
+    """Replace the case tokens ({out}, {python}, {bin}, {port}: a free TCP port per command).
 
-    The launcher's default port (29500) is shared by every job on the host, so two cases
-    relaunched at once would meet each other's ranks; a port already named is kept.
+    A DeepSpeed launch that names no port at all gets a free one too: the launcher's
+    default (29500) is shared by every job on the host, and DeepSpeed's CPU all-reduce
+    names its shared-memory buffers after MASTER_ADDR and MASTER_PORT, so two jobs on the
+    default port meet in the same buffers and hang.
     """
     bindir = str(Path(sys.executable).parent)
+    port = str(_free_port())
     args = [
-        a.replace(OUT_TOKEN, str(out)).replace("{python}", sys.executable).replace("{bin}", bindir)
+        a.replace(OUT_TOKEN, str(out))
+        .replace("{python}", sys.executable)
+        .replace("{bin}", bindir)
+        .replace("{port}", port)
         for a in argv
     ]
     if (
@@ -218,7 +234,7 @@ def expand(argv: list[str], out: Path) -> list[str]:
         and Path(args[0]).name == "deepspeed"
         and not any(a.startswith("--master_port") for a in args)
     ):
-        args.insert(1, f"--master_port={_free_port()}")
+        args.insert(1, f"--master_port={port}")
     return args
 
 
