@@ -61,7 +61,9 @@ def test_capture_detects_a_changed_weight_bit(tmp_path):
         cfg = CaptureConfig(out_dir=tmp_path / name, steps=(0, 0), level="module")
         with Tracer(cfg) as tr:
             _train(tr, 1, m, torch.optim.SGD(m.parameters(), lr=0.1))
-        evs = [r for r in _read(tmp_path / name / "trace_rank00000.jsonl") if isinstance(r, TraceEvent)]
+        evs = [
+            r for r in _read(tmp_path / name / "trace_rank00000.jsonl") if isinstance(r, TraceEvent)
+        ]
         outs.append({(e.scope, e.name, e.phase, e.call): e for e in evs})
     a, b = outs
     fwd = ("0", "Linear", "forward", 0)
@@ -133,7 +135,9 @@ def test_capture_async_collective_hashed_at_wait(tmp_path):
             t.mul_(3)  # changes the destination after launch: the wait-time digest shows it
             h.wait()
             dist.all_reduce(torch.ones(2))
-        evs = [r for r in _read(tmp_path / "t" / "trace_rank00000.jsonl") if isinstance(r, TraceEvent)]
+        evs = [
+            r for r in _read(tmp_path / "t" / "trace_rank00000.jsonl") if isinstance(r, TraceEvent)
+        ]
     finally:
         dist.destroy_process_group()
     first, second = evs

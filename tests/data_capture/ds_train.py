@@ -40,7 +40,9 @@ if do_manifest:
     model2 = torch.nn.Sequential(
         torch.nn.Linear(8, 16), torch.nn.Dropout(0.1), torch.nn.Linear(16, 1)
     )
-    engine2, *_ = deepspeed.initialize(model=model2, model_parameters=model2.parameters(), config=cfg)
+    engine2, *_ = deepspeed.initialize(
+        model=model2, model_parameters=model2.parameters(), config=cfg
+    )
     engine2.load_checkpoint(str(out / f"ckpt{stage}"), tag="t")
     after = build_manifest(engine2, data_cursor={"samples": steps * 2}, label="after")
     save_manifest(after, out / f"z{stage}_after_rank{rank}.json")

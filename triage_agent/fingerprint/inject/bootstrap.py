@@ -1,7 +1,8 @@
 """What the injected ``sitecustomize`` does in each process of a traced command.
 
 1. Read and validate the :class:`CaptureConfig` named by ``TRIAGE_CAPTURE_CONFIG``; a bad
-   file stops the process with a one-line message (exit 2) rather than running untraced.
+   file (or an unknown policy) stops the process with a one-line message and exit code 2,
+   rather than letting it run untraced or without the policy.
 2. Apply ``config.policies`` (always, also for level ``none``: a policy-only relaunch).
 3. Unless the level is ``none``, install a :class:`Tracer` with automatic step boundaries,
    closed at exit (``status: error`` when the process dies of an exception).
@@ -34,14 +35,26 @@ def main() -> None:
             msg = (
                 str(exc).splitlines()[0] if isinstance(exc, TriageError) else exc.errors()[0]["msg"]
             )
-            sys.stderr.write(f"triage capture: invalid capture config {path}: {msg}\n")
-            raise SystemExit(2) from None
+            _die(f"invalid capture config {path}: {msg}")
         from ... import policies
 
-        policies.apply_all(config.policies)
+        try:
+            policies.apply_all(config.policies)
+        except TriageError as exc:
+            # site.py swallows ordinary exceptions from sitecustomize: the run would go on
+            # without the policy it was relaunched for, so stop it here
+            _die(str(exc).splitlines()[0])
         if config.level != "none":
             _install(config)
     _chain()
+
+
+def _die(msg: str) -> None:
+    # SystemExit inside site start-up is a fatal interpreter error with a traceback;
+    # the user gets one line and exit code 2 instead
+    sys.stderr.write(f"triage capture: {msg}\n")
+    sys.stderr.flush()
+    os._exit(2)
 
 
 def _install(config) -> None:
