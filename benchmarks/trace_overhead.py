@@ -1,0 +1,115 @@
+"""Overhead of tracing one training step, against PyTorch DebugMode's tensor hashing.
+
+One process, one model (12-layer d_model=1024, 16-head, ffn 4096 bf16 transformer encoder),
+batch 8 x 1024 tokens, forward + backward. Rows: untraced; DebugMode with
+``log_tensor_hashes(hash_fn="hash_tensor", hash_inputs=True)``; this tracer at module level;
+at op level over the whole model. Prints median ms and the ratio to untraced, and writes
+the table to benchmarks/RESULTS.md with the date and GPU. Goals: op <= 1.5x, module <= 1.05x.
+
+Run (H200): python benchmarks/trace_overhead.py
+Smaller smoke run anywhere: python benchmarks/trace_overhead.py --layers 2 --seq 128 --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from triage_agent.fingerprint import CaptureConfig, Tracer
+
+
+def build(args, dev):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(
+        args.d_model, args.heads, args.ffn, dropout=0.0, batch_first=True
+    )
+    model = torch.nn.TransformerEncoder(layer, args.layers, enable_nested_tensor=False)
+    model = model.to(dev, torch.bfloat16)
+    x = torch.randn(args.batch, args.seq, args.d_model, device=dev, dtype=torch.bfloat16)
+    return model, x
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--d-model", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--ffn", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--results", default=str(Path(__file__).parent / "RESULTS.md"))
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    model, x = build(args, dev)
+
+    def step():
+        model(x).float().square().mean().backward()
+        model.zero_grad(set_to_none=True)
+
+    def timed(run_one) -> float:
+        run_one(-1)  # warm-up
+        sync()
+        ts = []
+        for i in range(args.reps):
+            t0 = time.perf_counter()
+            run_one(i)
+            sync()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1e3
+
+    rows: list[tuple[str, float | None, str]] = []
+    rows.append(("untraced", timed(lambda i: step()), ""))
+    try:
+        from torch.utils._debug_mode import DebugMode
+
+        def debug(i):
+            with DebugMode(), DebugMode.log_tensor_hashes(hash_fn="hash_tensor", hash_inputs=True):
+                step()
+
+        rows.append(("DebugMode log_tensor_hashes", timed(debug), ""))
+    except Exception as exc:  # noqa: BLE001 - an older torch without the API: say so in the table
+        rows.append(("DebugMode log_tensor_hashes", None, f"unavailable: {exc}"[:80]))
+    with tempfile.TemporaryDirectory() as tmp:
+        for level in ("module", "op"):
+            cfg = CaptureConfig(out_dir=Path(tmp) / level, level=level)
+            with Tracer(cfg) as tr:
+
+                def traced(i, tr=tr):
+                    tr.step(i + 1)
+                    step()
+                    tr.end_step()  # the one readback of the step is inside the timing
+
+                ms = timed(traced)
+                events = tr.sink.events_written
+            rows.append((f"tracer, {level} level", ms, f"{events // (args.reps + 1)} events/step"))
+    base = rows[0][1]
+    gpu = torch.cuda.get_device_name(0) if dev.type == "cuda" else "CPU"
+    lines = [
+        f"## trace overhead, {dt.date.today().isoformat()}, {gpu}, torch {torch.__version__}",
+        "",
+        f"{args.layers}-layer d_model={args.d_model} {args.heads}-head ffn {args.ffn} bf16 encoder, "
+        f"batch {args.batch} x {args.seq} tokens, forward+backward, median of {args.reps}",
+        "",
+        "| mode | median ms | x untraced | note |",
+        "|---|---|---|---|",
+    ]
+    for name, ms, note in rows:
+        cell = "-" if ms is None else f"{ms:.2f}"
+        ratio = "-" if ms is None else f"{ms / base:.2f}"
+        lines.append(f"| {name} | {cell} | {ratio} | {note} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(args.results, "a", encoding="utf-8") as fh:
+        fh.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()
