@@ -225,7 +225,8 @@ def needs_gpu(template: str, params: Params) -> bool:
 class ReproducerOutput(BaseModel):
     """The single JSON line a template prints on stdout (the launcher validates it)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # strict: "yes" or 1 must never pass for supported=true
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     schema_: Literal["triage.reproducer/1"] = Field(default=OUTPUT_SCHEMA, alias="schema")
     template: str
