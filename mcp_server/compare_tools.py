@@ -67,6 +67,7 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
     divergence: inputs equal and outputs different is a candidate origin; different inputs
     make a receiver; events with no counterpart are reported, never skipped. Recorded as
     trace-compare evidence (observed: a trace diff supports nothing by itself)."""
+    ws.require_hypotheses(args.hypotheses)
     progress(0, 1, "aligning traces")
     res, pa, pb = _compare(ws, args)
     origins = [r.rank for r in res.ranks if r.origin is not None]
@@ -163,6 +164,7 @@ def confirm_bytes(ws: Workspace, args: ConfirmBytesIn, progress: Progress) -> Co
     elements by bit pattern (-0.0 is not 0.0), maximum ULP distance, bit-position histogram,
     first differing indices. The hash narrows; the bytes settle it. Recorded as byte-compare
     evidence. Dumps load without pickle (weights-only / allow_pickle=False)."""
+    ws.require_hypotheses(args.hypotheses)
     pa = ws.path(args.dump_a, must_exist=True)
     pb = ws.path(args.dump_b, must_exist=True)
     rep = compare_bytes(pa, pb)

@@ -9,14 +9,20 @@ refuted.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from reproducers.generator import GeneratedReproducer, generate
+from reproducers.launcher import EnvPolicy, launch
 from reproducers.params import TEMPLATES
+from reproducers.replay import ReplayPolicy, replay_dump
+from triage_agent.errors import InputError
+from triage_agent.records import Evidence, ReproducerSpec
 
-from .security import MAX_NAME_CHARS, Workspace
-from .spec import In, Progress
+from .security import MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_PATH_CHARS, Workspace
+from .spec import ID_PATTERN, In, Progress
 
 
 class ListTemplatesIn(In):
@@ -48,3 +54,126 @@ def list_templates(ws: Workspace, args: ListTemplatesIn, progress: Progress) -> 
     return TemplatesOut(
         templates=[TemplateOut(**t.model_dump(), params_schema=t.params_schema()) for t in infos]
     )
+
+
+class GenerateIn(In):
+    finding: str | None = Field(
+        default=None, max_length=64, pattern=ID_PATTERN, description="a recorded finding id"
+    )
+    hypothesis: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=ID_PATTERN,
+        description="a recorded hypothesis id that carries a reproducer spec",
+    )
+    reproducer: ReproducerSpec | None = Field(
+        default=None, description="a template and its parameters (see list_templates)"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GenerateIn:
+        given = [x for x in (self.finding, self.hypothesis, self.reproducer) if x is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of finding, hypothesis or reproducer")
+        if self.reproducer is not None and len(json.dumps(self.reproducer.params)) > 20_000:
+            raise ValueError("reproducer params larger than 20000 characters of JSON")
+        return self
+
+
+def generate_reproducer(ws: Workspace, args: GenerateIn, progress: Progress) -> GeneratedReproducer:
+    """Write a small standalone reproducer program from a finding's template (or a
+    hypothesis' reproducer spec, or an explicit template + parameters) into the workspace and
+    record it. The same spec always gives the same id (R- + sha256 of the program)."""
+    st = ws.ledger.state()
+    source: Any
+    if args.finding is not None:
+        source = st.findings.get(args.finding)
+        if source is None:
+            raise InputError(f"no finding {args.finding!r} in the ledger")
+        if source.reproducer is None:
+            raise InputError(
+                f"finding {args.finding} maps to no reproducer template: give 'reproducer' "
+                "(a template from list_templates and its parameters) instead"
+            )
+    elif args.hypothesis is not None:
+        source = st.hypotheses.get(args.hypothesis)
+        if source is None:
+            raise InputError(f"no hypothesis {args.hypothesis!r} in the ledger")
+    else:
+        source = args.reproducer
+    return generate(source, ws.ledger.workspace, case=ws.case, ledger=ws.ledger)
+
+
+class LaunchIn(In):
+    id: str = Field(pattern=r"^R-[0-9a-f]{16}$", description="a generated reproducer's id")
+    hypotheses: list[str] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="hypotheses it tests"
+    )
+    ranks: int = Field(default=1, ge=1, le=8, description="processes (torchrun/deepspeed)")
+    launcher: Literal["python", "torchrun", "deepspeed"] = "python"
+    timeout_s: float | None = Field(
+        default=None, gt=0, le=3600, description="default: the template's own timeout"
+    )
+    deterministic: bool = Field(
+        default=False, description="set the deterministic environment (cuBLAS workspace, ...)"
+    )
+    threads: int | None = Field(default=1, ge=1, le=256, description="OMP/MKL threads")
+
+
+def launch_reproducer(ws: Workspace, args: LaunchIn, progress: Progress) -> Evidence:
+    """Run a generated, recorded reproducer by id (never a path or a command), with a
+    timeout, captured and capped output, a controlled environment and provenance. Its result
+    is execution evidence for the named hypotheses: cite its id in update_hypothesis. A file
+    changed after generation is refused."""
+    ws.require_hypotheses(args.hypotheses)
+    progress(0, 1, f"running {args.id}")
+    ev = launch(
+        args.id,
+        ws.ledger.workspace,
+        ranks=args.ranks,
+        launcher=args.launcher,
+        timeout_s=args.timeout_s,
+        env_policy=EnvPolicy(deterministic=args.deterministic, threads=args.threads),
+        hypotheses=args.hypotheses,
+    )
+    progress(1, 1, ev.summary)
+    return ev
+
+
+JSONScalar = str | int | float | bool | None
+
+
+class ReplayIn(In):
+    dump: str = Field(max_length=MAX_PATH_CHARS, description="the tracer's dump of the op")
+    repeats: int = Field(default=5, ge=1, le=100)
+    policy: ReplayPolicy = Field(
+        default_factory=ReplayPolicy, description="at most ONE knob changed from the process'"
+    )
+    nontensor_args: dict[str, JSONScalar | list[JSONScalar]] = Field(
+        default_factory=dict, max_length=32, description="non-tensor arguments the dump lacks"
+    )
+    hypotheses: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+
+
+def replay_op(ws: Workspace, args: ReplayIn, progress: Progress) -> Evidence:
+    """Replay one traced op on its captured equal inputs, N times, under one changed policy
+    (deterministic algorithms, a side stream, a dtype, a device), and compare the outputs'
+    bytes with the recorded ones and among themselves. Recorded as replay evidence
+    (observed: which hypothesis it supports depends on the policy changed)."""
+    changed = args.policy.changed()
+    if len(changed) > 1:
+        raise InputError(f"change one policy at a time, not {len(changed)}: {', '.join(changed)}")
+    ws.require_hypotheses(args.hypotheses)
+    dump = ws.path(args.dump, must_exist=True)
+    progress(0, 1, f"replaying {dump.name} x{args.repeats}")
+    ev = replay_dump(
+        dump,
+        ws.ledger.workspace,
+        repeats=args.repeats,
+        policy=args.policy,
+        hypotheses=args.hypotheses,
+        nontensor_args=args.nontensor_args or None,
+        roots=ws.roots,
+    )
+    progress(1, 1, ev.summary)
+    return ev

@@ -59,6 +59,23 @@ CORE: tuple[ToolSpec, ...] = (
         r.list_templates,
     ),
     ToolSpec(
+        "generate_reproducer",
+        "Generate a reproducer",
+        r.GenerateIn,
+        r.GeneratedReproducer,
+        APPENDS_IDEMPOTENT,
+        r.generate_reproducer,
+    ),
+    ToolSpec(
+        "launch_reproducer",
+        "Launch a reproducer by id",
+        r.LaunchIn,
+        r.Evidence,
+        RUNS_PROCESS,
+        r.launch_reproducer,
+    ),
+    ToolSpec("replay_op", "Replay an op", r.ReplayIn, r.Evidence, APPENDS, r.replay_op),
+    ToolSpec(
         "capture_trace",
         "Capture a trace",
         t.CaptureTraceIn,

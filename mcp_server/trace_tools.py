@@ -63,6 +63,7 @@ def capture_trace(ws: Workspace, args: CaptureTraceIn, progress: Progress) -> Ca
     from triage_agent.runs import materialize
 
     case = ws.require_launch()
+    ws.require_hypotheses(args.hypotheses)
     if args.last_step < args.first_step:
         raise InputError(f"empty window: last_step {args.last_step} < first_step {args.first_step}")
     run = case.run_a if args.run == "a" else case.run_b

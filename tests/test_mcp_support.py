@@ -108,3 +108,14 @@ def make_relaunch_workspace(root: Path) -> Path:
     (root / "src" / "train.py").write_text(RELAUNCH_TRAIN)
     (root / "triage.toml").write_text(RELAUNCH_TOML)
     return root
+
+
+LOWP_SRC = """import torch
+import torch.distributed as dist
+
+
+def reduce_grads(grad):
+    low = grad.to(torch.bfloat16)
+    dist.all_reduce(low)
+    grad.copy_(low.float())
+"""

@@ -14,7 +14,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from test_mcp_support import make_workspace, run_async
+from test_mcp_support import LOWP_SRC, make_workspace, run_async
 
 from triage_agent.ledger import Ledger
 
@@ -26,38 +26,57 @@ def _triage_mcp() -> str:
 
 
 def test_mcp_stdio_subprocess_session(tmp_path):
-    """A real client starts `triage-mcp` over stdio and walks the workflow on a small case."""
+    """A real client starts `triage-mcp` over stdio and walks scan -> hypothesis ->
+    reproducer -> ledger on a small case; what it saw is what the ledger on disk holds."""
     ws = make_workspace(tmp_path)
+    (ws / "src" / "acc.py").write_text(LOWP_SRC)
     params = StdioServerParameters(
         command=_triage_mcp(), args=["--workspace", str(ws)], cwd=str(ws)
     )
 
     async def go():
-        async with Client(params, read_timeout_seconds=120) as c:
-            names = {t.name for t in (await c.list_tools()).tools}
-            opened = await c.call_tool("open_case", {})
-            confirmed = await c.call_tool("confirm_mismatch", {})
-            if "scan" in names:
-                scan = await c.call_tool("scan", {"max_files": 50})
-                assert not scan.is_error, scan.content
-            hyp = await c.call_tool(
+        out = {}
+        async with Client(params, read_timeout_seconds=300) as c:
+            out["opened"] = await c.call_tool("open_case", {})
+            out["confirmed"] = await c.call_tool("confirm_mismatch", {})
+            out["scan"] = await c.call_tool("scan", {"max_files": 50})
+            testable = [
+                f for f in out["scan"].structured_content["result"]["findings"] if f["reproducer"]
+            ]
+            assert testable, out["scan"].structured_content
+            f = testable[0]
+            out["hyp"] = await c.call_tool(
                 "record_hypothesis",
-                {"statement": "loss bits differ from step 3", "category": "rng"},
+                {
+                    "statement": f["rationale"],
+                    "category": f["category"],
+                    "findings": [f["id"]],
+                    "reproducer": f["reproducer"],
+                },
             )
-            escape = await c.call_tool("open_case", {"path": "../../etc/passwd"})
-            summary = await c.call_tool("ledger_summary", {})
-            return opened, confirmed, hyp, escape, summary
+            hid = out["hyp"].structured_content["hypothesis"]["id"]
+            gen = await c.call_tool("generate_reproducer", {"finding": f["id"]})
+            assert not gen.is_error, gen.content
+            out["ev"] = await c.call_tool(
+                "launch_reproducer", {"id": gen.structured_content["id"], "hypotheses": [hid]}
+            )
+            out["escape"] = await c.call_tool("open_case", {"path": "../../etc/passwd"})
+            out["summary"] = await c.call_tool("ledger_summary", {})
+        return hid, out
 
-    opened, confirmed, hyp, escape, summary = run_async(go)
-    assert not opened.is_error, opened.content
-    assert confirmed.structured_content["report"]["step"] == 3
-    assert confirmed.structured_content["confirmed"] is True
-    assert escape.is_error and "outside the allowed roots" in escape.content[0].text
-    hid = hyp.structured_content["hypothesis"]["id"]
-    assert [h["id"] for h in summary.structured_content["hypotheses"]] == [hid]
-    # What the client saw is what the ledger on disk holds.
+    hid, out = run_async(go)
+    assert not out["opened"].is_error, out["opened"].content
+    assert out["confirmed"].structured_content["report"]["step"] == 3
+    assert not out["ev"].is_error, out["ev"].content
+    assert out["ev"].structured_content["kind"] == "reproducer"
+    assert out["escape"].is_error and "outside the allowed roots" in out["escape"].content[0].text
+    summary = out["summary"].structured_content
+    (row,) = summary["hypotheses"]
+    assert row["id"] == hid and row["evidence"] == 1
     st = Ledger(ws / ".triage").state()
-    assert hid in st.hypotheses and st.case.name == "toy" and len(st.evidence) >= 1
+    assert hid in st.hypotheses and st.case.name == "toy"
+    assert len(st.findings) == out["scan"].structured_content["recorded"] >= 1
+    assert [e.kind.value for e in st.evidence] == ["metrics", "reproducer"]
 
 
 def _free_port() -> int:
