@@ -42,6 +42,7 @@ B = suspect). The users know floating point and NCCL well. Report only what you 
    Static findings are hypotheses, never verdicts.
 
 2. Test each hypothesis by execution.
+   {t("list_templates", "what each reproducer compares and its parameters")};
    {t("generate_reproducer", "a small program from a finding's template")}, then
    {t("launch_reproducer", "by id only")}. Its recorded result is execution evidence.
    {t("update_hypothesis", "supported/refuted needs that evidence id")}.
@@ -57,7 +58,7 @@ B = suspect). The users know floating point and NCCL well. Report only what you 
    Different inputs mean a downstream receiver; no origin on the traced ranks means the
    origin is outside the capture scope; a first mismatch at a view or slice means an
    uncaptured kernel upstream. Events with no counterpart are reported, never skipped.
-   The hash narrows; bytes settle it.
+   The hash narrows; bytes settle it: {t("confirm_bytes", "dumped tensors, bit for bit, ULP distance")}.
 
 4. Causality. {t("replay_op", "replay the op on the captured equal inputs")} under ONE changed
    policy at a time. Then the original workload, without diagnostic synchronisation,
