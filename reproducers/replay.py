@@ -363,6 +363,10 @@ def replay_dump(
     ``result`` is ``observed``: a replay is a measurement; which hypothesis it supports
     depends on the policy changed, and the workflow (or a person) states that.
     """
+    changed = (policy or ReplayPolicy()).changed()
+    if len(changed) > 1:
+        # One changed policy at a time, or the replay cannot say which knob mattered.
+        raise InputError(f"change one policy at a time, not {len(changed)}: {', '.join(changed)}")
     ledger = Ledger(workspace)
     path = contained(dump, roots or [ledger.workspace, Path.cwd()])
     call = load_dump(path, nontensor_args)

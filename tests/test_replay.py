@@ -97,6 +97,13 @@ def test_replay_dump_records_observed_evidence(tmp_path):
     assert Ledger(tmp_path / "ws").state().evidence[0].id == ev.id
 
 
+def test_replay_dump_one_policy_at_a_time(tmp_path):
+    with pytest.raises(InputError, match="one policy at a time"):
+        replay_dump(
+            tmp_path / "x.pt", tmp_path, policy=ReplayPolicy(deterministic=True, dtype="float64")
+        )
+
+
 def test_replay_dump_outside_roots_is_refused(tmp_path):
     with pytest.raises(InputError):
         replay_dump("/etc/hostname", tmp_path, roots=[tmp_path])

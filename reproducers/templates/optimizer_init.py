@@ -134,7 +134,8 @@ def main(params):
         "bf16": {"enabled": dtype == "bf16"},
         "steps_per_print": 1 << 30,
     }
-    deepspeed.init_distributed(dist_backend="gloo")
+    # gloo on CPU; on a GPU machine DeepSpeed builds its CUDA optimizer path (FusedAdam).
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
     engine, ds_opt, _, _ = deepspeed.initialize(
         model=model, model_parameters=model.parameters(), config=config
     )
@@ -188,8 +189,9 @@ def main(params):
     # One real step on a fixed batch.
     phase["name"] = "first_step"
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(8, 16, generator=g).to(next(engine.module.parameters()).dtype)
-    y = torch.randn(8, 4, generator=g).to(x.dtype)
+    first = next(engine.module.parameters())
+    x = torch.randn(8, 16, generator=g).to(device=first.device, dtype=first.dtype)
+    y = torch.randn(8, 4, generator=g).to(device=first.device, dtype=first.dtype)
     loss = torch.nn.functional.mse_loss(engine(x).float(), y.float())
     engine.backward(loss)
     engine.step()
@@ -199,6 +201,7 @@ def main(params):
     post = [s for s in seen if s["phase"] == "first_step" and s["when"] == "post"]
 
     details = {
+        "device": str(next(engine.module.parameters()).device),
         "optimizer_class": after_init["cls"],
         "deepspeed_optimizer": type(ds_opt).__name__,
         "init_steps": len(init_steps),

@@ -58,7 +58,7 @@ def build(zero_stage):
         "zero_optimization": {"stage": zero_stage},
         "steps_per_print": 1 << 30,
     }
-    deepspeed.init_distributed(dist_backend="gloo")
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
     engine, _, loader, _ = deepspeed.initialize(
         model=model, model_parameters=model.parameters(), config=config, training_data=data
     )
@@ -117,7 +117,7 @@ def save_phase(params, workdir):
     engine, loader = build(int(params.get("zero_stage", 1)))
     it = iter(loader)
     for _ in range(STEPS):
-        x, y = next(it)
+        x, y = (t.to(engine.device) for t in next(it))
         # Augmentation-style draws from the host streams, as data pipelines make them.
         x = x + 1e-3 * random.random() + 1e-3 * float(np.random.rand())
         loss = torch.nn.functional.mse_loss(engine(x), y)
