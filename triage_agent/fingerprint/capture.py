@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import inspect
 import os
 import re
@@ -114,6 +115,7 @@ class Tracer:
         self._calls: dict[tuple[str, str], int] = {}
         self._events: list[PendingEvent] = []
         self._cache: dict[tuple, tuple[weakref.ref, Staged]] = {}
+        self._uninit: set[tuple | None] = set()
         self._stack: list[tuple[str, list[Staged | None]]] = []
         self._bwd_scope = ""
         self._handles: list[Any] = []
@@ -236,6 +238,7 @@ class Tracer:
         self._events = []
         self._calls.clear()
         self._cache.clear()
+        self._uninit.clear()
         self.cur_step = None
 
     def _activate(self) -> None:
@@ -270,7 +273,16 @@ class Tracer:
             return "both"
         return mode
 
-    def _stage(self, t: torch.Tensor, mode: DigestMode) -> Staged | None:
+    def _stage(self, t: torch.Tensor, mode: DigestMode, fresh: bool = False) -> Staged | None:
+        """Stage ``t``'s digest; reuse a digest of the same unchanged tensor unless ``fresh``.
+
+        ``fresh`` is for outputs of mutating ops: the version counter of an in-place op's
+        tensor is bumped only after the dispatch mode returns, so the cache key would still
+        match the digest taken before the op.
+        """
+        uninit = self._uninit_key(t)
+        if uninit is not None and uninit in self._uninit:
+            return Staged(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel(), None, None, uninitialized=True)
         try:
             key = (
                 t.untyped_storage().data_ptr(),
@@ -284,7 +296,7 @@ class Tracer:
             )
         except (RuntimeError, NotImplementedError):  # inference tensors, no storage
             key = None
-        if key is not None:
+        if key is not None and not fresh:
             hit = self._cache.get(key)
             if hit is not None and hit[0]() is not None:
                 return hit[1]
@@ -294,10 +306,19 @@ class Tracer:
             self._cache[key] = (weakref.ref(t), s)
         return s
 
-    def _stage_all(self, ts: list[torch.Tensor], mode: DigestMode) -> list[Staged | None]:
+    @staticmethod
+    def _uninit_key(t: torch.Tensor) -> tuple | None:
+        try:
+            return (t.untyped_storage().data_ptr(), t.storage_offset(), t._version)
+        except (RuntimeError, NotImplementedError):
+            return None
+
+    def _stage_all(
+        self, ts: list[torch.Tensor], mode: DigestMode, fresh: bool = False
+    ) -> list[Staged | None]:
         self._suspended += 1
         try:
-            return [self._stage(t, mode) for t in ts]
+            return [self._stage(t, mode, fresh) for t in ts]
         finally:
             self._suspended -= 1
 
@@ -369,13 +390,36 @@ class Tracer:
         staged_in = self._stage_all(ins, mode)  # before the op: in-place ops mutate inputs
         dump = self._wants_dump(name, scope)
         dumped_in = self._cpu_copies(ins) if dump else None
+        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        rng = self._generator_digest(ins) if seeded else None
+        mutable = func._schema.is_mutable
+        if mutable:
+            for t in ins:  # written by this op: no longer uninitialised
+                self._uninit.discard(self._uninit_key(t))
         out = func(*args, **kwargs)
         ev = self._new_event("op", name, scope, self._phase(), staged_in)
         outs = _tensors(out)
-        ev.outputs = self._stage_all(outs, mode)
+        if name.startswith(("aten::empty", "aten::new_empty")):
+            for t in outs:
+                k = self._uninit_key(t)
+                if k is not None:
+                    self._uninit.add(k)
+        ev.outputs = self._stage_all(outs, mode, fresh=mutable)
+        if rng is not None:
+            # A random op's hidden input: the generator state it drew from.
+            ev.meta["rng"] = rng
         if dump:
             self._dump(ev, dumped_in, outs)
         return out
+
+    def _generator_digest(self, ins: list[torch.Tensor]) -> str:
+        device = ins[0].device if ins else torch.device("cpu")
+        if device.type == "cuda":
+            gen = torch.cuda.default_generators[device.index or 0]
+        else:
+            gen = torch.default_generator
+        state = gen.get_state()  # host-side bytes for CPU and CUDA (seed, offset): no sync
+        return hashlib.blake2b(bytes(state.untyped_storage()), digest_size=8).hexdigest()
 
     def _phase(self) -> str:
         if self._stack:

@@ -34,6 +34,9 @@ import torch
 DigestMode = Literal["xor", "order", "both"]
 
 EMPTY = "empty"
+# Memory no op has written yet (the output of empty*, or its alias before the first write):
+# its bytes are noise, so both runs record the same sentinel instead of a digest.
+UNINITIALIZED = "uninitialized"
 M32 = 0xFFFFFFFF
 # multipliers < 2**31, so a 32-bit x 31-bit product stays inside int64 without overflow;
 # the Triton kernel uses the same constants in wrapping uint32 arithmetic
@@ -159,10 +162,13 @@ class Staged:
     order: torch.Tensor | None
     xor_value: int | None = None
     order_value: int | None = None
+    uninitialized: bool = False
 
     def record(self) -> dict[str, object]:
         if self.numel == 0:
             return {"shape": self.shape, "dtype": self.dtype, "numel": 0, "digest": EMPTY}
+        if self.uninitialized:
+            return {"shape": self.shape, "dtype": self.dtype, "numel": self.numel, "digest": UNINITIALIZED}
         rec: dict[str, object] = {"shape": self.shape, "dtype": self.dtype, "numel": self.numel}
         rec["digest"] = _hex(self.xor_value) if self.xor_value is not None else "none"
         if self.order_value is not None:

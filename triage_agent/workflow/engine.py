@@ -132,8 +132,13 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
         )
     st = ledger.state()
     supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
-    if origin_hyp is not None and origin_hyp.status == HypothesisStatus.supported and origin_hyp not in supported:
-        supported.append(origin_hyp)
+    if not supported and origin_hyp is not None and ma is not None:
+        # The trace origin is only a hypothesis until an intervention moves the bits.
+        policy = FIX_POLICY.get(origin_hyp.category)
+        if policy and time.monotonic() < deadline:
+            ev = validate_fix(case, ledger, policy, [origin_hyp.id], str(ma), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m))
+            if ev.result == EvidenceResult.supported:
+                supported = [ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)]
 
     verdict = decide(case, ledger, rep, supported, trace_ev, ma, opts, status)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)

@@ -9,6 +9,7 @@ the stage retries with lighter capture instead of reporting a clean result.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -84,7 +85,7 @@ def _perturbation(ledger: Ledger, base: dict[str, str], traced: tuple[RunOutcome
     problems = []
     for out in traced:
         if not out.ok or out.metrics is None:
-            problems.append(f"traced run {out.run} failed (exit codes {out.exit_codes})")
+            problems.append(f"traced run {out.run} failed (exit codes {out.exit_codes}; logs {out.logs[-1:]})")
             continue
         d = diff_metrics(load_metrics(base[out.run]), load_metrics(out.metrics))
         if d.first_step is not None:
@@ -101,15 +102,19 @@ def trace_and_compare(
     while level is not None:
         on_status(f"{label}: tracing both runs at {level} level, steps {cfg.steps}")
         cfg = cfg.model_copy(update={"level": level})
-        ta, tb = _pair(case, ws, f"{label}-{level}", cfg, timeout_s, on_status)
+        ta, tb = _pair(case, ws, f"{label.replace(' ', '-')}-{level}", cfg, timeout_s, on_status)
         problems = _perturbation(ledger, base, (ta, tb))
         if not problems and ta.trace_dir and tb.trace_dir:
             break
-        ledger.note(f"{label} at {level} level perturbed the run: {'; '.join(problems)}; retrying with lighter capture")
+        ledger.note(
+            f"{label} at {level} level is not usable: {'; '.join(problems)}; "
+            "retrying with lighter capture",
+            level="warning",
+        )
         level = LIGHTER.get(level)
         cfg = cfg.model_copy(update={"dump": []})
     else:
-        ev = Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.error, summary=f"{label}: every capture level perturbed the run; no trace comparison is trustworthy")
+        ev = Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.error, summary=f"{label}: no capture level gave a usable trace (failed or perturbed the run, see the notes); no trace comparison is trustworthy")
         ledger.add_evidence(ev)
         return None, ev
     res = compare_runs(load_run(ta.trace_dir), load_run(tb.trace_dir), mapping=case.correspondence_map)
@@ -180,7 +185,11 @@ def run_stage2(
         if ref.kind == "module":
             # Narrow: op level inside the implicated module, with that module's ops dumped.
             scope_re = "^" + re.escape(ref.scope) + r"(\.|$)"
-            op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(ref.step, ref.step), level="op", scope=scope_re, dump=[f"{ref.scope}*"])
+            # Order-sensitive digests too: an XOR digest of a 0/1 mask is only its parity.
+            op_cfg = CaptureConfig(
+                out_dir=ws / "unused", steps=(ref.step, ref.step), level="op", scope=scope_re,
+                dump=[f"{ref.scope}:*", f"{ref.scope}.*:*"], digest="both",
+            )
             ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
             res2, ev2 = trace_and_compare(case, ledger, rep, op_cfg, "op trace", base, timeout_s, on_status)
             o2 = _origin(res2) if res2 else None
@@ -193,7 +202,18 @@ def run_stage2(
     explained = []
     if origin is not None:
         ref = origin.b or origin.a
-        event = {"name": ref.name, "scope": ref.scope, "kind": ref.kind}
+        meta_a, meta_b = _meta(origin.a), _meta(origin.b)
+        event = {"name": ref.name, "scope": ref.scope, "kind": ref.kind, "meta": {}}
+        if meta_a.get("rng") and meta_b.get("rng"):
+            differs = meta_a["rng"] != meta_b["rng"]
+            event["meta"]["rng_differs"] = differs
+            if ev is not None:
+                ev.summary += (
+                    f"; the generator state it drew from differs ({meta_a['rng']} vs {meta_b['rng']})"
+                    if differs
+                    else "; the generator state it drew from is equal in both runs"
+                )
+                ev.data["rng_state"] = {"a": meta_a["rng"], "b": meta_b["rng"]}
         explained = [h.id for h in supported if explains(h.category, event)]
         for h in supported:
             verdict_text = "explains" if h.id in explained else "does NOT explain"
@@ -209,6 +229,20 @@ def run_stage2(
         hyp = _origin_hypothesis(ledger, origin, supported, explained, final, confirm)
     ledger.stage("trace", "done")
     return final, hyp
+
+
+def _meta(ref: EventRef | None) -> dict:
+    """The origin event's ``meta`` as written in its trace file (the comparator keeps digests)."""
+    if ref is None or ref.line < 1:
+        return {}
+    try:
+        with open(ref.file) as f:
+            for i, line in enumerate(f, start=1):
+                if i == ref.line:
+                    return json.loads(line).get("meta", {}) or {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {}
 
 
 def _byte_confirm(ledger: Ledger, origin: Divergence, trace_ev: Evidence) -> Evidence | None:
