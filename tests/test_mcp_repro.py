@@ -153,3 +153,35 @@ def test_mcp_replay_op_one_policy_at_a_time(ws):
     assert data["repeatable"] is True and data["reproduces_recorded"] is True
     assert two.is_error and "one policy at a time" in two.content[0].text
     assert out.is_error and "outside the allowed roots" in out.content[0].text
+
+
+@pytest.mark.gpu
+def test_mcp_replay_op_on_cuda(ws):
+    """The replay runs on the GPU when asked (the one changed policy is the device)."""
+    import torch
+
+    x = torch.zeros(1000, 64)
+    index = torch.randint(0, 1000, (100_000,))
+    source = torch.randn(100_000, 64)
+    dump = ws.root / "dumps" / "index_add.pt"
+    dump.parent.mkdir()
+    out = x.index_add(0, index, source)
+    torch.save({"name": "aten::index_add", "inputs": [x, index, source], "outputs": [out]}, dump)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            return await c.call_tool(
+                "replay_op",
+                {
+                    "dump": "dumps/index_add.pt",
+                    "repeats": 10,
+                    "policy": {"device": "cuda"},
+                    "nontensor_args": {"dim": 0},
+                },
+            )
+
+    r = run_async(go)
+    assert not r.is_error, r.content
+    data = r.structured_content["data"]
+    assert data["device"].startswith("cuda") and len(data["runs"]) == 10
+    assert data["repeatable"] == (data["distinct_runs"] == 1)
