@@ -182,3 +182,50 @@ def test_mcp_scan_diff_between_real_revisions(ws):
     res = r.structured_content["result"]
     assert res["revision"] == b
     assert {f["file"] for f in res["findings"]} == {"loop.py"}
+
+
+def _properties(schema, defs=None):
+    """Every property name in a JSON schema, nested models included."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    names = set()
+    for key, sub in (schema.get("properties") or {}).items():
+        names.add(key)
+        names |= _subschema_properties(sub, defs)
+    return names
+
+
+def _subschema_properties(sub, defs):
+    out = set()
+    if "$ref" in sub:
+        out |= _properties(defs[sub["$ref"].split("/")[-1]], defs)
+    for k in ("anyOf", "allOf", "oneOf"):
+        for s in sub.get(k, []):
+            out |= _subschema_properties(s, defs)
+    if "items" in sub and isinstance(sub["items"], dict):
+        out |= _subschema_properties(sub["items"], defs)
+    return out
+
+
+def test_mcp_no_tool_takes_a_command_or_environment(ws):
+    async def go():
+        async with Client(build_server(ws)) as c:
+            return (await c.list_tools()).tools
+
+    forbidden = {"argv", "command", "cmd", "shell", "env", "launch", "script", "program"}
+    for tool in run_async(go):
+        props = _properties(tool.input_schema)
+        assert not props & forbidden, (tool.name, props & forbidden)
+        assert tool.input_schema.get("additionalProperties") is False
+        if tool.annotations.open_world_hint is False:
+            # Only open-world tools may start processes: none of these names a run or an id to run.
+            assert tool.name not in {"launch_reproducer", "capture_trace"}
+
+
+def test_mcp_every_tool_is_exercised_by_a_test():
+    import pathlib
+
+    from mcp_server.tools import available_tools
+
+    text = "".join(p.read_text() for p in pathlib.Path(__file__).parent.glob("test_mcp*.py"))
+    missing = [s.name for s in available_tools() if f'"{s.name}"' not in text]
+    assert not missing, f"tools without a test call: {missing}"
