@@ -218,3 +218,15 @@ def test_interpret_skipped_is_inconclusive(tmp_path):
     )
     result, summary, data = interpret(outcome, "cast_roundtrip")
     assert result.value == "inconclusive" and "needs CUDA" in summary and data["skipped"]
+
+
+def test_launch_under_torchrun_two_ranks(tmp_path):
+    gen = generate(
+        {"template": "reduction_order", "params": {"world_size": 2}},
+        tmp_path,
+        ledger=Ledger(tmp_path),
+    )
+    ev = launch(gen.id, tmp_path, ranks=2, launcher="torchrun", timeout_s=240)
+    assert "torch.distributed.run" in ev.argv and "--nproc_per_node=2" in ev.argv
+    assert ev.result.value in ("supported", "refuted"), ev.summary
+    assert len(ev.data["output"]["digests"]["all_reduce_per_rank"]) == 2
