@@ -92,7 +92,8 @@ def _contained_module_or_path(ws: Workspace, raw: str) -> str:
 def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
     """Bounded static scan with the probes: explicit paths, the hunks changed between two git
     revisions, or windows around FILE:LINE locations; within a file budget and a time budget.
-    Findings are ranked for the mismatch phase and recorded in the ledger. They are
+    Findings are ranked for the mismatch phase (pass one of confirm_mismatch's report.phases)
+    and recorded in the ledger. They are
     hypotheses to test, never verdicts; a budget hit is reported, never hidden."""
     from probes.scan import ScanRequest, run_scan
 

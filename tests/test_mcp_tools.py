@@ -218,6 +218,12 @@ def test_mcp_write_report_inside_workspace_only(ws):
     assert not ok.is_error, ok.content
     md = ok.structured_content["markdown"]
     assert md.startswith(str(ws.root)) and open(md).read().strip()
+
+    async def read():
+        async with Client(build_server(ws)) as c:
+            return (await c.read_resource("triage://report")).contents[0].text
+
+    assert run_async(read) == open(md).read()
     assert escape.is_error and "outside the allowed roots" in escape.content[0].text
     assert not (ws.root.parent / "elsewhere").exists()
 
@@ -357,3 +363,26 @@ def test_mcp_unexpected_failure_is_generic_and_server_survives(ws, monkeypatch):
     bad, good = run_async(go)
     assert bad.is_error and bad.content[0].text == "Error executing tool ledger_summary"
     assert not good.is_error
+
+
+def test_mcp_resources_missing_are_clear_errors(tmp_path):
+    from mcp.shared.exceptions import MCPError
+
+    ws = Workspace(make_workspace(tmp_path, with_case_file=False))
+
+    async def go():
+        msgs = []
+        async with Client(build_server(ws)) as c:
+            for uri in ("triage://report", "triage://case"):
+                try:
+                    await c.read_resource(uri)
+                    msgs.append(None)
+                except MCPError as exc:
+                    msgs.append(str(exc))
+            info = (await c.read_resource("triage://workspace")).contents[0].text
+        return msgs, info
+
+    (report, case), info = run_async(go)
+    assert report and "no report written yet" in report
+    assert case and "no case is open" in case
+    assert str(ws.root) in info

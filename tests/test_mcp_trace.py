@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from mcp import Client
 from test_mcp_support import make_relaunch_workspace, run_async
 
@@ -27,6 +29,7 @@ def test_mcp_relaunch_capture_compare_first_divergence(tmp_path):
             tb = out["b"].structured_content["trace_dir"]
             out["compare"] = await c.call_tool("compare_traces", {"trace_a": ta, "trace_b": tb})
             out["first"] = await c.call_tool("first_divergence", {"trace_a": ta, "trace_b": tb})
+            out["traces"] = (await c.read_resource("triage://traces")).contents[0].text
             return out
 
     out = run_async(go)
@@ -47,6 +50,10 @@ def test_mcp_relaunch_capture_compare_first_divergence(tmp_path):
     assert origin is not None and origin["role"] == "origin"
     assert origin["a"]["step"] == 2 and origin["a"]["scope"].endswith("0")
     assert "origin" in first["markdown"].lower()
+    traces = json.loads(out["traces"])
+    assert [c["capture"]["level"] for c in traces["captures"]] == ["module", "module"]
+    assert all(c["files"] for c in traces["captures"])
+    assert traces["comparisons"][0]["status"] == "diverged"
     st = ws.ledger.state()
     kinds = [e.kind for e in st.evidence]
     assert kinds.count(EvidenceKind.rerun) == 2 and EvidenceKind.trace_compare in kinds
