@@ -209,7 +209,7 @@ def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress)
         for run in (case.run_a, case.run_b):
             if run.metrics is None:
                 raise InputError(f"run {run.name} declares no metrics path")
-            paths.append(ws.path(run.metrics, must_exist=True))
+            paths.append(ws.tree(run.metrics))
     progress(0, 1, "comparing metric bits")
     claimed = args.step if args.step is not None else case.mismatch_step
     rep = confirm(case, ws.ledger, claimed, paths[0], paths[1])

@@ -53,8 +53,8 @@ def _trace_files(path: Path) -> list[Path]:
 
 
 def _compare(ws: Workspace, args: TracePairIn) -> tuple[CompareResult, Path, Path]:
-    pa = ws.path(args.trace_a, must_exist=True)
-    pb = ws.path(args.trace_b, must_exist=True)
+    pa = ws.tree(args.trace_a)
+    pb = ws.tree(args.trace_b)
     mapping = args.mapping
     if mapping is None and ws.case is not None:
         mapping = ws.case.correspondence_map

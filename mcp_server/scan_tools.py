@@ -86,7 +86,7 @@ def _contained_module_or_path(ws: Workspace, raw: str) -> str:
         mod = resolve_module(raw)
         if mod is not None:
             p = mod
-    return str(ws.path(p, must_exist=True))
+    return str(ws.tree(p))
 
 
 def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
@@ -118,7 +118,7 @@ def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
     elif not paths and not around:
         if case is None:
             raise InputError("nothing to scan: give paths, diff or around (or open a case)")
-        paths = [str(ws.path(p, must_exist=True)) for p in (case.scan_paths or case.source_roots)]
+        paths = [str(ws.tree(p)) for p in (case.scan_paths or case.source_roots)]
     req = ScanRequest(
         paths=paths,
         diff=args.diff,

@@ -22,6 +22,7 @@ of scope.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -114,6 +115,19 @@ class Workspace:
         if must_exist and not resolved.exists():
             raise InputError(f"path {p} does not exist")
         return resolved
+
+    def tree(self, p: str | Path, *, must_exist: bool = True) -> Path:
+        """``path()``, and for a directory, every symlinked file below it must resolve inside
+        the allowed roots too: a scan or a trace load reads the files of a directory, so one
+        link to /etc/shadow inside a contained directory would otherwise leak it."""
+        root = self.path(p, must_exist=must_exist)
+        if root.is_dir():
+            for d, _dirs, files in os.walk(root):
+                for name in files:
+                    f = Path(d) / name
+                    if f.is_symlink():
+                        self.path(f)
+        return root
 
     def rel(self, p: str | Path) -> str:
         """How a path is shown to the client: workspace-relative when inside it."""

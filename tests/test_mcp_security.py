@@ -229,3 +229,21 @@ def test_mcp_every_tool_is_exercised_by_a_test():
     text = "".join(p.read_text() for p in pathlib.Path(__file__).parent.glob("test_mcp*.py"))
     missing = [s.name for s in available_tools() if f'"{s.name}"' not in text]
     assert not missing, f"tools without a test call: {missing}"
+
+
+def test_mcp_symlinked_file_inside_a_scanned_directory_refused(ws, tmp_path):
+    secret = tmp_path / "secret.py"
+    secret.write_text("import torch\nfor i in range(3):\n    torch.manual_seed(i)\n")
+    (ws.root / "src" / "innocent.py").symlink_to(secret)
+    r = call(ws, "scan", {"paths": ["src"]})
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+    assert ws.ledger.state().findings == {}
+
+
+def test_mcp_symlinked_trace_file_refused(ws, tmp_path):
+    outside = tmp_path / "trace_rank0.jsonl"
+    outside.write_text("{}\n")
+    (ws.root / "ta").mkdir()
+    (ws.root / "ta" / "trace_rank0.jsonl").symlink_to(outside)
+    r = call(ws, "compare_traces", {"trace_a": "ta", "trace_b": "ta"})
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
