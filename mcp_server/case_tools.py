@@ -409,6 +409,6 @@ def write_report(ws: Workspace, args: WriteReportIn, progress: Progress) -> Repo
     the verdict with its evidence chain. Overwrites an earlier report in the same directory."""
     from triage_agent.report import write_report as write
 
-    out = ws.path(args.out_dir or ws.ledger.workspace / "report")
+    out = ws.tree(args.out_dir, must_exist=False) if args.out_dir else ws.output_dir("report")
     paths = write(ws.ledger, out)
     return ReportOut(**paths.model_dump(), verdict=ws.ledger.state().verdict)

@@ -101,6 +101,7 @@ def generate_reproducer(ws: Workspace, args: GenerateIn, progress: Progress) -> 
             raise InputError(f"no hypothesis {args.hypothesis!r} in the ledger")
     else:
         source = args.reproducer
+    ws.output_dir("reproducers")
     return generate(source, ws.ledger.workspace, case=ws.case, ledger=ws.ledger)
 
 
@@ -126,6 +127,7 @@ def launch_reproducer(ws: Workspace, args: LaunchIn, progress: Progress) -> Evid
     is execution evidence for the named hypotheses: cite its id in update_hypothesis. A file
     changed after generation is refused."""
     ws.require_hypotheses(args.hypotheses)
+    ws.output_dir("reproducers")
     progress(0, 1, f"running {args.id}")
     ev = launch(
         args.id,

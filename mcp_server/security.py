@@ -91,6 +91,7 @@ class Workspace:
         self._case = trusted
         ws = Path(trusted.workspace) if trusted else self.root / ".triage"
         self.ledger = Ledger(self.path(ws))
+        self.path(self.ledger.path)  # a ledger file linked outside would take every append
         if self._case is None:
             recorded = self.ledger.state().case
             if recorded is not None:
@@ -128,6 +129,11 @@ class Workspace:
                     if f.is_symlink():
                         self.path(f)
         return root
+
+    def output_dir(self, name: str) -> Path:
+        """A directory under the ledger's where a tool writes; it and every symlinked file in
+        it must stay inside the roots (a link would redirect the write)."""
+        return self.tree(self.ledger.workspace / name, must_exist=False)
 
     def rel(self, p: str | Path) -> str:
         """How a path is shown to the client: workspace-relative when inside it."""

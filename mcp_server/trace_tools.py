@@ -67,6 +67,7 @@ def capture_trace(ws: Workspace, args: CaptureTraceIn, progress: Progress) -> Ca
     if args.last_step < args.first_step:
         raise InputError(f"empty window: last_step {args.last_step} < first_step {args.first_step}")
     run = case.run_a if args.run == "a" else case.run_b
+    ws.output_dir("runs")
     cfg = CaptureConfig(
         out_dir=ws.ledger.workspace / "runs",  # replaced per command by materialize
         steps=(args.first_step, args.last_step),

@@ -247,3 +247,24 @@ def test_mcp_symlinked_trace_file_refused(ws, tmp_path):
     (ws.root / "ta" / "trace_rank0.jsonl").symlink_to(outside)
     r = call(ws, "compare_traces", {"trace_a": "ta", "trace_b": "ta"})
     assert r.is_error and "outside the allowed roots" in r.content[0].text
+
+
+def test_mcp_report_file_linked_outside_is_not_written_through(ws, tmp_path):
+    target = tmp_path / "victim.md"
+    target.write_text("keep me\n")
+    report = ws.ledger.workspace / "report"
+    report.mkdir(parents=True)
+    (report / "report.md").symlink_to(target)
+    r = call(ws, "write_report", {})
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+    assert target.read_text() == "keep me\n"
+
+
+def test_mcp_ledger_linked_outside_refused_at_start(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    make_workspace(root, with_case_file=False)
+    (root / ".triage").mkdir()
+    (root / ".triage" / "ledger.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(PathEscapeError):
+        Workspace(root)
