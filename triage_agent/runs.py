@@ -87,7 +87,8 @@ def require_relaunchable(run: RunSpec) -> None:
 
 def _content_hash(run: RunSpec) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps(run.model_dump(mode="json"), sort_keys=True).encode())
+    # Where the case lives is not part of the key; what its named files hold is.
+    h.update(json.dumps(run.model_dump(mode="json", exclude={"cwd"}), sort_keys=True).encode())
     cwd = Path(run.cwd or ".")
     for argv in run.launch:
         for a in argv:

@@ -166,7 +166,7 @@ def test_hypothesis(
     from reproducers.launcher import launch
 
     gen = generate(finding, Path(ledger.workspace), case=case, ledger=ledger)
-    ev = launch(gen.id, Path(ledger.workspace), timeout_s=timeout_s, hypotheses=[hyp.id], ledger=ledger)
+    ev = launch(gen, Path(ledger.workspace), timeout_s=timeout_s, hypotheses=[hyp.id])
     status = {
         EvidenceResult.supported: HypothesisStatus.supported,
         EvidenceResult.refuted: HypothesisStatus.refuted,
@@ -217,10 +217,14 @@ def run_stage1(
             continue
         out.hypotheses.append(hyp.id)
         done = [e for e in state.evidence_for(hyp.id) if e.kind == EvidenceKind.reproducer]
+        if hyp.status == HypothesisStatus.supported:
+            break  # ranked order: the first supported hypothesis goes on to the trace check
         if not done and hyp.status == HypothesisStatus.open:
             on_status(f"testing {hyp.id}: {hyp.statement[:70]}")
             finding = state.findings[hyp.findings[0]]
-            test_hypothesis(ledger, case, hyp, finding, timeout_s)
+            ev = test_hypothesis(ledger, case, hyp, finding, timeout_s)
+            if ev.result == EvidenceResult.supported:
+                break
     state = ledger.state()
     out.supported = [h.id for h in state.hypotheses.values() if h.status == HypothesisStatus.supported]
     return out

@@ -306,15 +306,38 @@ def _origin_hypothesis(
 
 
 def _replay(ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evidence) -> Evidence | None:
-    try:
-        from reproducers.replay import replay_event
-    except ImportError:
-        return None
-    dirs = trace_ev.data.get("trace_dirs", {})
+    """Replay the origin op on its dumped inputs: as captured, then under deterministic algorithms.
+
+    Supports a nondeterminism hypothesis when equal inputs give varying outputs as captured
+    and identical outputs with deterministic algorithms. A seeded (random) op is not
+    replayed: its output depends on a generator state the dump does not hold.
+    """
+    from reproducers.replay import ReplayPolicy, replay_dump
+
     ref = origin.b or origin.a
     if not ref.dump:
         ledger.note(f"no tensor dump for {ref.scope}::{ref.name}: replay skipped")
         return None
-    ev = replay_event(Path(dirs["b"]) / ref.dump, ref.name, workspace=Path(ledger.workspace), hypotheses=[hyp.id])
+    if hyp.category == "rng-state":
+        ledger.note(f"{ref.name} is a random op: a replay cannot hold its generator state; the policy rerun tests it")
+        return None
+    dump = Path(trace_ev.data["trace_dirs"]["b"]) / ref.dump
+    roots = [ledger.workspace, *trace_ev.data["trace_dirs"].values()]
+    as_is = replay_dump(dump, ledger.workspace, repeats=8, hypotheses=[hyp.id], roots=roots)
+    if as_is.data.get("repeatable", True):
+        return as_is
+    det = replay_dump(dump, ledger.workspace, repeats=8, policy=ReplayPolicy(deterministic=True), hypotheses=[hyp.id], roots=roots)
+    ok = bool(det.data.get("repeatable"))
+    ev = Evidence(
+        hypotheses=[hyp.id],
+        kind=EvidenceKind.replay,
+        result=EvidenceResult.supported,
+        summary=(
+            f"{ref.name} on its captured inputs gave {as_is.data.get('distinct_runs')} distinct outputs in 8 runs ({as_is.id}); "
+            + ("with deterministic algorithms every run was identical" if ok else f"with deterministic algorithms: {det.summary}")
+            + f" ({det.id})"
+        ),
+        data={"as_captured": as_is.id, "deterministic": det.id, "deterministic_repeatable": ok},
+    )
     ledger.add_evidence(ev)
     return ev
