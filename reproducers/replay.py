@@ -331,12 +331,19 @@ def load_dump(
     if not isinstance(raw, dict):
         raise InputError(f"dump {p} holds a {type(raw).__name__}, expected a dict")
     if "args" in raw and "op" in raw:
-        return DumpedCall(
-            op=raw["op"],
-            args=list(raw["args"]),
-            kwargs=dict(raw.get("kwargs") or {}),
-            outputs=raw.get("outputs"),
-        )
+        args, kwargs = list(raw["args"]), dict(raw.get("kwargs") or {})
+        device = str(raw.get("device", "cpu"))
+        if device.startswith("cuda") and torch.cuda.is_available():
+            # Replay where the op ran: an atomic CUDA kernel is deterministic on the CPU.
+            def to_dev(x: Any) -> Any:
+                if isinstance(x, torch.Tensor):
+                    return x.to(device)
+                if isinstance(x, list):
+                    return [to_dev(v) for v in x]
+                return x
+
+            args, kwargs = to_dev(args), {k: to_dev(v) for k, v in kwargs.items()}
+        return DumpedCall(op=raw["op"], args=args, kwargs=kwargs, outputs=raw.get("outputs"))
     if "name" in raw and "inputs" in raw:
         name = str(raw["name"])
         if raw["inputs"] is None:

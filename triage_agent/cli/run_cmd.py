@@ -97,12 +97,16 @@ def run(
 
 
 def demo(
-    dest: Annotated[Path, typer.Argument(help="Directory to write the embedded demo case into.")] = Path("triage-demo"),
+    dest: Annotated[Path, typer.Argument(help="Directory to write the demo case into.")] = Path("triage-demo"),
+    gpu: Annotated[bool, typer.Option("--gpu", help="The CUDA run-to-run case instead of the DeepSpeed resume case.")] = False,
 ) -> None:
-    """Write the embedded DeepSpeed demo case out so it can be inspected or edited."""
-    from reproducers.demo.case import write_demo_case
+    """Write a demo case out so it can be inspected, edited and run."""
+    if gpu:
+        from reproducers.demo_gpu.case import write_gpu_case as write
+    else:
+        from reproducers.demo.case import write_demo_case as write
 
-    path = write_demo_case(dest)
+    path = write(dest)
     console.print(f"wrote {path}; run it with: cd {dest} && triage run")
 
 

@@ -356,15 +356,47 @@ class Tracer:
         self._events.append(ev)
         return ev
 
-    def _dump(self, ev: PendingEvent, inputs: list | None, outputs: list) -> None:
+    def _dump(
+        self, ev: PendingEvent, inputs: list | None, outputs: list, call: tuple | None = None
+    ) -> None:
+        """Save an event's tensors for byte confirmation and replay.
+
+        For an op, ``call`` is (args, kwargs) with tensors already copied to the CPU: the
+        dump is then a full call record (op, args, kwargs, device) that replays as is.
+        """
         self._suspended += 1
         try:
             rel = Path("dumps") / f"rank{self.rank:05d}" / f"s{ev.step}_e{ev.seq}.pt"
             path = Path(self.config.out_dir) / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             cpu = [t.detach().to("cpu", copy=True) for t in outputs]
-            torch.save({"name": ev.name, "scope": ev.scope, "inputs": inputs, "outputs": cpu}, path)
+            rec = {"name": ev.name, "scope": ev.scope, "inputs": inputs, "outputs": cpu}
+            if call is not None:
+                device = str(outputs[0].device) if outputs else "cpu"
+                rec.update(op=ev.name, args=call[0], kwargs=call[1], device=device)
+            torch.save(rec, path)
             ev.dump = str(rel)
+        finally:
+            self._suspended -= 1
+
+    def _call_copy(self, args: tuple, kwargs: dict) -> tuple | None:
+        """(args, kwargs) with tensors as CPU copies, or None if a value would not reload."""
+        ok = (int, float, bool, str, type(None), torch.dtype)
+
+        def conv(x):
+            if isinstance(x, torch.Tensor):
+                return x.detach().to("cpu", copy=True)
+            if isinstance(x, (list, tuple)):
+                return [conv(v) for v in x]
+            if isinstance(x, ok):
+                return x
+            raise TypeError(type(x).__name__)
+
+        self._suspended += 1
+        try:
+            return [conv(a) for a in args], {k: conv(v) for k, v in kwargs.items()}
+        except TypeError:
+            return None
         finally:
             self._suspended -= 1
 
@@ -390,6 +422,7 @@ class Tracer:
         staged_in = self._stage_all(ins, mode)  # before the op: in-place ops mutate inputs
         dump = self._wants_dump(name, scope)
         dumped_in = self._cpu_copies(ins) if dump else None
+        call = self._call_copy(args, kwargs) if dump else None
         seeded = torch.Tag.nondeterministic_seeded in func.tags
         rng = self._generator_digest(ins) if seeded else None
         mutable = func._schema.is_mutable
@@ -409,7 +442,7 @@ class Tracer:
             # A random op's hidden input: the generator state it drew from.
             ev.meta["rng"] = rng
         if dump:
-            self._dump(ev, dumped_in, outs)
+            self._dump(ev, dumped_in, outs, call)
         return out
 
     def _generator_digest(self, ins: list[torch.Tensor]) -> str:
