@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from triage_agent.errors import InputError
 
@@ -65,6 +65,15 @@ class OpRepeatabilityParams(Params):
         default=False,
         description="torch.use_deterministic_algorithms(True) and CUBLAS_WORKSPACE_CONFIG=:4096:8",
     )
+
+    @field_validator("op")
+    @classmethod
+    def _canonical_op(cls, v: str) -> str:
+        # Findings and traces spell ops several ways: aten::index_add_.default, index_add.
+        name = v.removeprefix("aten::").split(".")[0]
+        if name not in REPEATABILITY_OPS and f"{name}_" in REPEATABILITY_OPS:
+            name = f"{name}_"
+        return name
 
 
 class RngResumeParams(Params):
