@@ -1,5 +1,8 @@
 """The embedded demo case and the trainlib case: written out, launched for real, compared.
 
+Both are launched through ``triage_agent.runs`` like any case; the launcher's generic
+behaviour (failures, timeouts, refusals, the cache) is tested in ``test_runs.py``.
+
 The DeepSpeed demo is launched exactly once per test session (run A: one launch, run B:
 two), through a session fixture; every other demo test reuses those outputs or launches
 nothing.
@@ -9,25 +12,17 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import git
 import pytest
 from fixtures.trainlib_case import build_trainlib_case
 
-from reproducers.demo.case import (
-    LaunchError,
-    expand,
-    materialize,
-    materialize_run,
-    run_cache_key,
-    write_demo_case,
-)
+from reproducers.demo.case import write_demo_case
 from triage_agent.config import load_case
 from triage_agent.errors import InputError
 from triage_agent.metrics import diff_metrics, load_metrics
-from triage_agent.records import RunSpec
+from triage_agent.runs import materialize, materialize_case, run_key
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +37,7 @@ def demo(tmp_path_factory):
     # the launcher must be found from the interpreter running triage, not from PATH
     os.environ["PATH"] = os.pathsep.join(p for p in saved.split(os.pathsep) if p != bindir)
     try:
-        result = materialize(case, messages.append)
+        result = materialize_case(case, progress=messages.append)
     finally:
         os.environ["PATH"] = saved
     return case, result, messages
@@ -50,9 +45,9 @@ def demo(tmp_path_factory):
 
 @pytest.mark.slow
 def test_demo_metrics_equal_through_36_and_differ_at_37(demo):
-    _, result, _ = demo
-    a = load_metrics(result.runs["a"].metrics)
-    b = load_metrics(result.runs["b"].metrics)
+    _, (run_a, run_b), _ = demo
+    a = load_metrics(run_a.metrics)
+    b = load_metrics(run_b.metrics)
     d = diff_metrics(a, b)
     assert d.ranks == [0, 1]
     assert d.common_steps == list(range(41))
@@ -79,26 +74,26 @@ def test_demo_metrics_equal_through_36_and_differ_at_37(demo):
 def test_demo_materialize_reuses_cached_outputs(demo):
     case, first, _ = demo
     messages: list[str] = []
-    again = materialize(case, messages.append)
-    assert all(r.cached for r in again.runs.values())
-    assert {n: r.key for n, r in again.runs.items()} == {n: r.key for n, r in first.runs.items()}
-    assert again.runs["b"].metrics == first.runs["b"].metrics
+    again = materialize_case(case, progress=messages.append)
+    assert all(r.cached for r in again) and not any(r.cached for r in first)
+    assert [r.key for r in again] == [r.key for r in first]
+    assert again[1].metrics == first[1].metrics
     assert all("reusing" in m for m in messages) and len(messages) == 2
 
 
 @pytest.mark.slow
 def test_demo_commands_recorded_as_run(demo):
-    _, result, messages = demo
-    b = result.runs["b"]
-    assert len(b.commands) == 2 and all(c.exit_code == 0 for c in b.commands)
+    case, (_, b), messages = demo
+    assert b.ok and b.exit_codes == [0, 0] and b.error is None
+    assert Path(b.out_dir).parent == Path(case.workspace) / "runs" / "b"
     launcher = str(Path(sys.executable).parent / "deepspeed")
-    assert all(c.argv[0] == launcher for c in b.commands)
-    for c in b.commands:
-        assert "{port}" not in " ".join(c.argv)
-        port = c.argv[c.argv.index("--master_port") + 1]
+    assert all(argv[0] == launcher for argv in b.argv)
+    for argv in b.argv:
+        assert "{port}" not in " ".join(argv) and "{out}" not in " ".join(argv)
+        port = argv[argv.index("--master_port") + 1]
         assert port.isdigit() and port != "29500"
-    assert all(Path(c.log).is_file() for c in b.commands)
-    assert "--resume-from" in b.commands[1].argv
+    assert len(b.logs) == 4 and all(Path(log).is_file() for log in b.logs)
+    assert "--resume-from" in b.argv[1]
     assert any("command 2/2" in m for m in messages)
 
 
@@ -131,75 +126,14 @@ def test_write_demo_case_is_idempotent_and_keeps_edits(tmp_path):
 
 def test_cache_key_follows_script_and_commands(tmp_path):
     case = load_case(write_demo_case(tmp_path / "case"))
-    key = run_cache_key(case.run_b)
-    assert run_cache_key(case.run_b) == key
+    key = run_key(case.run_b, [], None)
+    assert run_key(case.run_b, [], None) == key
     script = tmp_path / "case" / "train.py"
     script.write_text(script.read_text() + "\n")
-    edited = run_cache_key(case.run_b)
+    edited = run_key(case.run_b, [], None)
     assert edited != key
     other = case.run_b.model_copy(update={"launch": case.run_b.launch[:1]})
-    assert run_cache_key(other) not in (key, edited)
-
-
-def test_expand_keeps_a_named_port_and_fills_tokens(tmp_path):
-    argv = expand(["{bin}/deepspeed", "--master_port=1234", "x.py", "--out", "{out}/m"], tmp_path)
-    assert argv[1] == "--master_port=1234" and argv[-1] == f"{tmp_path}/m"
-    assert argv[0] == str(Path(sys.executable).parent / "deepspeed")
-    plain = expand(["{python}", "-c", "pass"], tmp_path)
-    assert plain == [sys.executable, "-c", "pass"]
-    bare = expand(["{bin}/deepspeed", "x.py"], tmp_path)
-    assert bare[1].startswith("--master_port=") and bare[1].split("=")[1].isdigit()
-    token = expand(["{bin}/deepspeed", "--master_port", "{port}", "x.py"], tmp_path)
-    assert token[2].isdigit() and len(token) == 4
-
-
-def _run(tmp_path: Path, *launch: list[str]) -> RunSpec:
-    return RunSpec(
-        name="x", metrics=str(tmp_path / "{out}"), launch=list(launch), cwd=str(tmp_path)
-    )
-
-
-def test_materialize_reports_a_failing_command(tmp_path):
-    run = _run(tmp_path, ["{python}", "-c", "import sys; print('boom: bad flag'); sys.exit(3)"])
-    with pytest.raises(LaunchError, match=r"exited 3: boom: bad flag"):
-        materialize_run(run, tmp_path / "ws", timeout_s=60)
-    # nothing half-made is taken for a finished run
-    assert not list((tmp_path / "ws" / "materialized").glob("x-*"))
-
-
-def test_materialize_ends_a_command_past_its_timeout(tmp_path):
-    pidfile = tmp_path / "child.pid"
-    code = (
-        "import os, subprocess, sys, time; "
-        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-        f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(60)"
-    )
-    run = _run(tmp_path, ["{python}", "-c", code])
-    with pytest.raises(LaunchError, match="ran past 2s"):
-        materialize_run(run, tmp_path / "ws", timeout_s=2)
-    child = int(pidfile.read_text())
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        # a zombie until its parent (ended too) is reaped by init
-        if "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
-            break
-        time.sleep(0.1)
-    gone = not Path(f"/proc/{child}").exists()
-    assert gone or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
-
-
-def test_materialize_rejects_missing_program_and_cwd(tmp_path):
-    with pytest.raises(LaunchError, match="not found"):
-        materialize_run(_run(tmp_path, ["no-such-launcher-xyz", "{out}"]), tmp_path / "ws", 10)
-    run = _run(tmp_path, ["{python}", "-c", "pass"]).model_copy(
-        update={"cwd": str(tmp_path / "gone")}
-    )
-    with pytest.raises(InputError, match="does not exist"):
-        materialize_run(run, tmp_path / "ws", 10)
-    with pytest.raises(InputError, match="under '\\{out\\}'"):
-        materialize_run(
-            RunSpec(name="y", metrics="m", launch=[["{python}", "-c", "pass"]]), tmp_path, 10
-        )
+    assert run_key(other, [], None) not in (key, edited)
 
 
 @pytest.mark.slow
@@ -213,9 +147,9 @@ def test_trainlib_case_differs_from_the_first_step(tmp_path):
     assert (case.run_a.source.rev, case.run_b.source.rev) == ("v0.1", "v0.2")
     assert "bfloat16" not in toml.read_text()
 
-    result = materialize(case)
-    a = load_metrics(result.runs["a"].metrics)
-    b = load_metrics(result.runs["b"].metrics)
+    run_a, run_b = materialize_case(case)
+    a = load_metrics(run_a.metrics)
+    b = load_metrics(run_b.metrics)
     d = diff_metrics(a, b)
     # step 0's loss is computed before any reduced gradient exists, so it must agree;
     # the gradient norm of step 0 already reads the accumulated gradients
@@ -227,8 +161,8 @@ def test_trainlib_case_differs_from_the_first_step(tmp_path):
 
     # control: run A launched again elsewhere reproduces its own bits, so the difference
     # above comes from the revision and not from run-to-run noise
-    control = materialize_run(case.run_a, tmp_path / "control-ws", case.timeout_s)
-    assert not control.cached
+    control = materialize(case.run_a, tmp_path / "control-ws", "baseline", timeout_s=case.timeout_s)
+    assert control.ok and not control.cached and control.key == run_a.key
     same = diff_metrics(a, load_metrics(control.metrics))
     assert same.first_step is None and same.last_equal_step == 5
 

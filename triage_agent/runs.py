@@ -1,35 +1,54 @@
 """Materialise the runs of a case: launch their commands (argv lists), cached in the workspace.
 
-Every relaunch - the untraced baseline, a traced window, a policy rerun - goes through
-:func:`materialize`, which runs the run's launch commands in order, each through the
-capture injector (level "none" when nothing is traced, so policies still apply), with a
-timeout that kills the whole process group. ``{out}`` in an argument is replaced by the
-relaunch's own output directory, so no relaunch overwrites another's files. A run made of
-several commands (train, save, resume in a fresh process) is traced per command and its
-per-rank trace files are joined into one stream per rank.
+Every relaunch - the untraced baseline, a traced window, a policy rerun, the demo's runs -
+goes through :func:`materialize`, which runs the run's launch commands in order, each
+through the capture injector (level "none" when nothing is traced, so policies still
+apply), with a timeout that ends the command's whole process group. ``{out}`` in an
+argument is replaced by the relaunch's own output directory, so no relaunch overwrites
+another's files. A run made of several commands (train, save, resume in a fresh process)
+is traced per command and its per-rank trace files are joined into one stream per rank.
 
-Results are cached by a key over the commands, environment, policies, capture settings and
-the content of every file an argument names, so a second `triage run` reuses baselines.
+Before anything is launched, a missing working directory or a program found neither on
+``PATH`` nor as a path is refused with an :class:`InputError`. A failed or timed-out run
+comes back as a :class:`RunOutcome` with ``ok`` false and ``error`` naming the command,
+its exit status and the last error line of its log; it is never cached, and its directory
+is cleared before the next attempt, so nothing half-made is taken for a finished run.
+
+Results are cached under ``<workspace>/runs/<name>/<label>-<key>``, the key covering the
+commands, environment overrides, policies, capture settings, the content of every file an
+argument names, the commit the run's source revision resolves to and the installed
+torch/DeepSpeed versions, so a second `triage run` reuses baselines. Limits: a launch that
+writes outside ``{out}`` is not isolated; files imported indirectly (a library the script
+imports) are covered only by their version or git revision, not by their content; two
+processes materialising the same run and label at the same moment are not coordinated.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sys
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from .errors import InputError
-from .records import RunSpec
+from .records import Case, RunSpec
 from .trace_format import TRACE_GLOB
 
 OUT_TOKEN = "{out}"
+OUTCOME_NAME = "outcome.json"
+# bumped when what a cached run directory holds changes meaning
+CACHE_VERSION = 2
+
+Progress = Callable[[str], None]
 
 
 class RunOutcome(BaseModel):
@@ -45,10 +64,15 @@ class RunOutcome(BaseModel):
     policies: list[str] = Field(default_factory=list)
     logs: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    key: str = Field(default="", description="the cache key the outputs are stored under")
+    error: str | None = Field(
+        default=None,
+        description="why the run failed: command, exit status or timeout, last error line, log",
+    )
 
     @property
     def ok(self) -> bool:
-        return bool(self.exit_codes) and all(c == 0 for c in self.exit_codes)
+        return self.error is None and bool(self.exit_codes) and all(c == 0 for c in self.exit_codes)
 
 
 def free_port() -> int:
@@ -59,21 +83,36 @@ def free_port() -> int:
 
 def expand(argv: list[str], out: Path, port: int | None = None) -> list[str]:
     """Replace the case tokens: {out}, {python}, {bin}, and {port} (a free TCP port per command,
-    so two relaunches can run side by side)."""
+    so two relaunches can run side by side).
+
+    A DeepSpeed launch that names no port at all gets that free port too: the launcher's
+    default (29500) is shared by every job on the host, and DeepSpeed's CPU all-reduce
+    names its shared-memory buffers after MASTER_ADDR and MASTER_PORT, so two jobs on the
+    default port meet in the same buffers and hang or read each other's data.
+    """
     bindir = str(Path(sys.executable).parent)
     port_s = str(port if port is not None else free_port())
-    return [
+    args = [
         a.replace(OUT_TOKEN, str(out))
         .replace("{python}", sys.executable)
         .replace("{bin}", bindir)
         .replace("{port}", port_s)
         for a in argv
     ]
+    if (
+        args
+        and Path(args[0]).name == "deepspeed"
+        and not any(a.startswith("--master_port") for a in args)
+    ):
+        args.insert(1, f"--master_port={port_s}")
+    return args
 
 
 def require_relaunchable(run: RunSpec) -> None:
     if not run.launch:
-        raise InputError(f"run {run.name!r} has no launch commands: set runs.<name>.launch in the case")
+        raise InputError(
+            f"run {run.name!r} has no launch commands: set runs.<name>.launch in the case"
+        )
     if not any(OUT_TOKEN in a for argv in run.launch for a in argv):
         raise InputError(
             f"run {run.name!r}: its launch commands must write under '{{out}}' "
@@ -85,16 +124,89 @@ def require_relaunchable(run: RunSpec) -> None:
         )
 
 
+def _metrics_path(run: RunSpec, out: Path) -> Path:
+    # config loading may have put a directory in front of '{out}': only what follows counts
+    suffix = (run.metrics or OUT_TOKEN).split(OUT_TOKEN, 1)[1].lstrip("/")
+    return out / suffix if suffix else out
+
+
+def _launch_env(run: RunSpec) -> dict[str, str]:
+    """The environment of every command: the caller's, the run's overrides, and the
+    interpreter's bin directory first on PATH, so a launcher's helpers (the ranks'
+    interpreter, a JIT build's ninja) come from the environment running triage."""
+    env = {**os.environ, **run.env}
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def check_launchable(run: RunSpec, env: dict[str, str] | None = None) -> None:
+    """Refuse, before anything starts, a missing working directory or program."""
+    require_relaunchable(run)
+    cwd = Path(run.cwd or ".")
+    if not cwd.is_dir():
+        raise InputError(f"run {run.name!r}: working directory {cwd} does not exist")
+    path = (env if env is not None else _launch_env(run)).get("PATH")
+    for k, raw in enumerate(run.launch):
+        if not raw or not raw[0]:
+            raise InputError(f"run {run.name!r}: launch command {k + 1} is empty")
+        prog = expand(raw[:1], cwd, port=0)[0]
+        if os.sep in prog:
+            found = (cwd / prog).is_file()
+        else:
+            found = shutil.which(prog, path=path) is not None
+        if not found:
+            raise InputError(
+                f"run {run.name!r}: program {prog!r} of launch command {k + 1} not found "
+                f"(looked on PATH and relative to {cwd})"
+            )
+
+
+@functools.cache
+def library_versions() -> dict[str, str | None]:
+    """Installed torch and DeepSpeed: an upgrade changes a run's bits, so it changes the key."""
+    out: dict[str, str | None] = {}
+    for dist in ("torch", "deepspeed"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def source_commit(run: RunSpec) -> str | None:
+    """The commit the run's source revision names now, so a moved branch or tag is a new key."""
+    if run.source is None or run.source.rev is None:
+        return None
+    import git
+    from gitdb.exc import ODBError
+
+    try:
+        return git.Repo(run.source.repo).commit(run.source.rev).hexsha
+    # an unknown revision is gitdb's BadName, not a GitError
+    except (git.GitError, ODBError, ValueError) as exc:
+        raise InputError(
+            f"run {run.name!r}: cannot resolve revision {run.source.rev!r} in {run.source.repo}: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+
+
 def _content_hash(run: RunSpec) -> str:
     h = hashlib.sha256()
-    # Where the case lives is not part of the key; what its named files hold is.
-    h.update(json.dumps(run.model_dump(mode="json", exclude={"cwd"}), sort_keys=True).encode())
+    # Where the case lives is not part of the key (cwd, the repository's path); what its
+    # named files hold and which commit its source is at are.
+    spec = run.model_dump(mode="json", exclude={"cwd", "source"})
+    spec["metrics"] = (run.metrics or "").split(OUT_TOKEN, 1)[-1]
+    spec["source_commit"] = source_commit(run)
+    spec["versions"] = library_versions()
+    spec["cache_version"] = CACHE_VERSION
+    h.update(json.dumps(spec, sort_keys=True).encode())
     cwd = Path(run.cwd or ".")
     for argv in run.launch:
         for a in argv:
             p = cwd / a
             if OUT_TOKEN not in a and len(a) < 4096 and p.is_file():
-                h.update(p.read_bytes())
+                h.update(a.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 
@@ -143,10 +255,43 @@ def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
                         rec.setdefault("meta", {})["segment"] = i
                         line = json.dumps(rec, separators=(",", ":"))
                     w.write(line + "\n")
-            end = {"type": "end", "status": status, "steps": sorted(set(steps)), "note": f"joined {len(files)} segment(s)"}
+            end = {
+                "type": "end",
+                "status": status,
+                "steps": sorted(set(steps)),
+                "note": f"joined {len(files)} segment(s)",
+            }
             w.write(json.dumps(end) + "\n")
         written.append(dest)
     return written
+
+
+def _last_error_line(*logs: str | None) -> str:
+    """The last line that reads like an error, stderr first; else the last line at all."""
+    last = ""
+    for log in logs:
+        if not log or not Path(log).is_file():
+            continue
+        lines = [
+            ln.strip() for ln in Path(log).read_text(errors="replace").splitlines() if ln.strip()
+        ]
+        for ln in reversed(lines):
+            if "Error" in ln or "error:" in ln:
+                return ln[:200]
+        last = last or (lines[-1][:200] if lines else "")
+    return last or "(no output)"
+
+
+def _reusable(done: Path) -> RunOutcome | None:
+    if not done.is_file():
+        return None
+    try:
+        prev = RunOutcome.model_validate_json(done.read_text())
+    except ValueError:
+        return None  # an unreadable record: produce the run again rather than trust it
+    if not prev.ok or (prev.metrics is not None and not Path(prev.metrics).exists()):
+        return None
+    return prev
 
 
 def materialize(
@@ -158,36 +303,45 @@ def materialize(
     policies: list[str] | None = None,
     timeout_s: float = 600.0,
     reuse: bool = True,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> RunOutcome:
-    """Launch ``run`` into ``workspace/runs/<name>/<label>-<key>``; reuse a finished one."""
+    """Launch ``run`` into ``workspace/runs/<name>/<label>-<key>``; reuse a finished one.
+
+    Raises InputError for a run that cannot be launched (no commands, nothing under
+    ``{out}``, a missing program or working directory, an unresolvable source revision).
+    A run that starts and then fails comes back with ``ok`` false and ``error`` set.
+    """
     from .fingerprint import CaptureConfig, capture_command
 
-    require_relaunchable(run)
+    say = progress or (lambda _msg: None)
+    env = _launch_env(run)
+    check_launchable(run, env)
     pols = list(policies or [])
     key = run_key(run, pols, capture)
-    out = (workspace / "runs" / run.name / f"{label}-{key}").resolve()
-    done = out / "outcome.json"
-    if reuse and done.exists():
-        cached = RunOutcome.model_validate_json(done.read_text())
-        if cached.ok:
-            return cached.model_copy(update={"cached": True})
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **run.env}
+    out = (Path(workspace) / "runs" / run.name / f"{label}-{key}").resolve()
+    done = out / OUTCOME_NAME
+    if reuse and (prev := _reusable(done)) is not None:
+        say(f"{run.name}/{label}: reusing finished outputs {out.name}")
+        return prev.model_copy(update={"cached": True})
+    if out.is_symlink():
+        raise InputError(f"run directory {out} is a link: remove it, the workspace owns it")
+    if out.exists():
+        shutil.rmtree(out)  # a failed, unfinished or refused attempt: start clean
+    out.mkdir(parents=True)
     argvs = [expand(a, out) for a in run.launch]
     outcome = RunOutcome(
         run=run.name,
         label=label,
         out_dir=str(out),
-        metrics=run.metrics.replace(OUT_TOKEN, str(out)) if run.metrics else None,
+        metrics=str(_metrics_path(run, out)),
         argv=argvs,
         policies=pols,
+        key=key,
     )
     t0 = time.monotonic()
     segments: list[Path] = []
     for k, argv in enumerate(argvs):
-        if progress:
-            progress(f"{run.name}/{label}: command {k + 1}/{len(argvs)}")
+        say(f"{run.name}/{label}: command {k + 1}/{len(argvs)}: {' '.join(run.launch[k][:4])} ...")
         seg = out / "trace" / f"seg{k}"
         update = {"out_dir": seg, "run_id": f"{run.name}-{label}", "policies": pols}
         cfg = (
@@ -202,12 +356,53 @@ def materialize(
         outcome.logs += [p for p in (res.stdout_log, res.stderr_log) if p]
         outcome.warnings += res.warnings
         segments.append(seg)
+        where = f"run {run.name!r} command {k + 1}/{len(argvs)}"
+        if res.timed_out or res.exit_code is None:
+            outcome.error = f"{where} ran past {timeout_s:g}s; its process group was ended (log: {res.stderr_log})"
+            break
         if res.exit_code != 0:
+            outcome.error = (
+                f"{where} exited {res.exit_code}: {_last_error_line(res.stderr_log, res.stdout_log)} "
+                f"(log: {res.stderr_log})"
+            )
             break
     outcome.seconds = time.monotonic() - t0
+    if outcome.error is None and not Path(outcome.metrics).exists():
+        outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"
     if capture is not None and getattr(capture, "level", "none") != "none":
         tdir = out / "trace"
         join_trace_segments(segments, tdir)
         outcome.trace_dir = str(tdir)
-    done.write_text(outcome.model_dump_json(indent=2))
+    if outcome.ok:
+        tmp = done.with_name(f".{OUTCOME_NAME}.tmp")
+        tmp.write_text(outcome.model_dump_json(indent=2))
+        os.replace(tmp, done)  # written last: its presence means the outputs are complete
+        say(f"{run.name}/{label}: done in {outcome.seconds:.1f}s")
+    else:
+        say(f"{run.name}/{label}: failed: {outcome.error}")
     return outcome
+
+
+def materialize_case(
+    case: Case,
+    workspace: Path | None = None,
+    progress: Progress | None = None,
+    *,
+    check: bool = True,
+) -> tuple[RunOutcome, RunOutcome]:
+    """Produce (or reuse) the untraced baselines of runs A and B, with the case's timeout.
+
+    The label is "baseline", so these are the same cached outputs the workflow uses.
+    ``workspace`` defaults to the case's. With ``check`` a failed run raises InputError
+    carrying its ``error``; without it both outcomes come back as they are.
+    """
+    ws = Path(workspace if workspace is not None else case.workspace)
+    outs = (
+        materialize(case.run_a, ws, "baseline", timeout_s=case.timeout_s, progress=progress),
+        materialize(case.run_b, ws, "baseline", timeout_s=case.timeout_s, progress=progress),
+    )
+    if check:
+        for o in outs:
+            if not o.ok:
+                raise InputError(f"baseline {o.error or f'run {o.run!r} failed'}")
+    return outs

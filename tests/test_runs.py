@@ -1,0 +1,228 @@
+"""The run launcher: tokens, refusals before launch, failures, timeouts and the cache.
+
+Every command here is a short ``python -c`` program, so the launcher's own behaviour is
+tested without DeepSpeed; the demo's real DeepSpeed runs are in ``test_demo_case.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import git
+import pytest
+
+from triage_agent import runs
+from triage_agent.errors import InputError
+from triage_agent.records import Case, RunSpec, SourceSpec
+from triage_agent.runs import expand, materialize, materialize_case, run_key
+
+# writes the metrics file under {out}, and counts its launches in a file outside {out}
+# (named by directory and name: a file named by an argument is part of the cache key)
+WRITE = (
+    "import sys; from pathlib import Path; "
+    "c = Path(sys.argv[2]) / sys.argv[3]; "
+    "c.write_text(c.read_text() + 'x' if c.exists() else 'x'); "
+    "Path(sys.argv[1]).write_text('m')"
+)
+
+
+def _run(tmp_path: Path, *launch: list[str], name: str = "x") -> RunSpec:
+    return RunSpec(name=name, metrics="{out}/m.txt", launch=list(launch), cwd=str(tmp_path))
+
+
+def _writer(tmp_path: Path, name: str = "x") -> RunSpec:
+    (tmp_path / "count").mkdir(exist_ok=True)
+    counter = [str(tmp_path / "count"), f"launches-{name}"]
+    return _run(tmp_path, ["{python}", "-c", WRITE, "{out}/m.txt", *counter], name=name)
+
+
+def _launches(tmp_path: Path, name: str = "x") -> int:
+    f = tmp_path / "count" / f"launches-{name}"
+    return len(f.read_text()) if f.exists() else 0
+
+
+def test_expand_keeps_a_named_port_and_fills_tokens(tmp_path):
+    argv = expand(["{bin}/deepspeed", "--master_port=1234", "x.py", "--out", "{out}/m"], tmp_path)
+    assert argv[1] == "--master_port=1234" and argv[-1] == f"{tmp_path}/m"
+    assert argv[0] == str(Path(sys.executable).parent / "deepspeed")
+    plain = expand(["{python}", "-c", "pass"], tmp_path)
+    assert plain == [sys.executable, "-c", "pass"]
+    bare = expand(["{bin}/deepspeed", "x.py"], tmp_path)
+    assert bare[1].startswith("--master_port=") and bare[1].split("=")[1].isdigit()
+    token = expand(["{bin}/deepspeed", "--master_port", "{port}", "x.py"], tmp_path)
+    assert token[2].isdigit() and len(token) == 4
+
+
+def test_materialize_reuses_a_finished_run(tmp_path):
+    run = _writer(tmp_path)
+    messages: list[str] = []
+    first = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert first.ok and not first.cached and first.exit_codes == [0]
+    assert Path(first.metrics) == Path(first.out_dir) / "m.txt"
+    assert Path(first.out_dir).name == f"baseline-{first.key}"
+    again = materialize(run, tmp_path / "ws", "baseline", timeout_s=60, progress=messages.append)
+    assert again.cached and again.out_dir == first.out_dir and again.key == first.key
+    assert _launches(tmp_path) == 1
+    assert messages and "reusing" in messages[0]
+    fresh = materialize(run, tmp_path / "ws", "baseline", timeout_s=60, reuse=False)
+    assert not fresh.cached and _launches(tmp_path) == 2
+    # another label is another directory, never the baseline's outputs
+    other = materialize(run, tmp_path / "ws", "policy-p", timeout_s=60)
+    assert other.out_dir != first.out_dir and _launches(tmp_path) == 3
+
+
+def test_materialize_relaunches_when_the_cached_metrics_are_gone(tmp_path):
+    run = _writer(tmp_path)
+    first = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    Path(first.metrics).unlink()
+    again = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert again.ok and not again.cached and _launches(tmp_path) == 2
+
+
+def test_materialize_reports_a_failing_command_and_never_caches_it(tmp_path):
+    fail = ["{python}", "-c", "import sys; print('boom: bad flag'); sys.exit(3)", "{out}"]
+    after = ["{python}", "-c", "import sys; open(sys.argv[1], 'w')", str(tmp_path / "ran")]
+    run = _run(tmp_path, fail, after)
+    out = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert not out.ok and out.exit_codes == [3]
+    assert "command 1/2 exited 3: boom: bad flag" in out.error
+    assert not (tmp_path / "ran").exists()  # the commands after a failure are not run
+    assert not (Path(out.out_dir) / runs.OUTCOME_NAME).exists()
+    again = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert not again.cached and not again.ok
+
+
+def test_materialize_clears_a_failed_attempt_before_the_next(tmp_path):
+    # fails, leaving a file under {out}, until a file outside the run exists
+    code = (
+        "import sys; from pathlib import Path; o = Path(sys.argv[1]); "
+        "ok = (Path(sys.argv[2]) / 'go').exists(); "
+        "(o / 'm.txt').write_text('m') if ok else (o / 'stale').write_text('s'); "
+        "sys.exit(0 if ok else 1)"
+    )
+    (tmp_path / "flag").mkdir()
+    run = _run(tmp_path, ["{python}", "-c", code, "{out}", str(tmp_path / "flag")])
+    failed = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert not failed.ok and (Path(failed.out_dir) / "stale").exists()
+    (tmp_path / "flag" / "go").write_text("")
+    good = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert good.ok and not good.cached and good.out_dir == failed.out_dir
+    assert not (Path(good.out_dir) / "stale").exists()
+
+
+def test_materialize_counts_a_run_without_metrics_as_failed(tmp_path):
+    run = _run(tmp_path, ["{python}", "-c", "pass", "{out}"])
+    out = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert out.exit_codes == [0] and not out.ok
+    assert "wrote no metrics" in out.error
+
+
+def test_materialize_ends_a_command_past_its_timeout(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import os, subprocess, sys, time; "
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(60)"
+    )
+    run = _run(tmp_path, ["{python}", "-c", code, "{out}"])
+    out = materialize(run, tmp_path / "ws", "baseline", timeout_s=2)
+    assert not out.ok and out.exit_codes == [124]
+    assert "ran past 2s; its process group was ended" in out.error
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        # a zombie until its parent (ended too) is reaped by init
+        if "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    gone = not Path(f"/proc/{child}").exists()
+    assert gone or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_materialize_refuses_missing_program_and_cwd_before_launching(tmp_path):
+    ws = tmp_path / "ws"
+    with pytest.raises(InputError, match="'no-such-launcher-xyz' of launch command 1 not found"):
+        materialize(_run(tmp_path, ["no-such-launcher-xyz", "{out}"]), ws, "baseline")
+    with pytest.raises(InputError, match="of launch command 2 not found"):
+        materialize(_run(tmp_path, ["{python}", "{out}"], ["./missing.sh", "{out}"]), ws, "b")
+    gone = _writer(tmp_path).model_copy(update={"cwd": str(tmp_path / "gone")})
+    with pytest.raises(InputError, match="working directory .*gone does not exist"):
+        materialize(gone, ws, "baseline")
+    with pytest.raises(InputError, match="under '\\{out\\}'"):
+        materialize(RunSpec(name="y", metrics="m", launch=[["{python}", "{out}"]]), ws, "b")
+    with pytest.raises(InputError, match="no launch commands"):
+        materialize(RunSpec(name="y", metrics="{out}"), ws, "b")
+    assert not ws.exists()  # nothing was launched, nothing was made
+
+
+def test_run_key_ignores_where_the_case_lives_but_follows_its_files(tmp_path):
+    for d in ("one", "two"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "train.py").write_text("print('hi')\n")
+    run = _run(tmp_path / "one", ["{python}", "train.py", "--out", "{out}"])
+    moved = run.model_copy(update={"cwd": str(tmp_path / "two")})
+    key = run_key(run, [], None)
+    assert run_key(moved, [], None) == key
+    (tmp_path / "two" / "train.py").write_text("print('bye')\n")
+    assert run_key(moved, [], None) != key
+    assert run_key(run, ["p"], None) != key
+    assert run_key(run.model_copy(update={"env": {"A": "1"}}), [], None) != key
+
+
+def test_run_key_follows_library_versions(tmp_path, monkeypatch):
+    run = _writer(tmp_path)
+    key = run_key(run, [], None)
+    bumped = {**runs.library_versions(), "deepspeed": "99.0"}
+    monkeypatch.setattr(runs, "library_versions", lambda: bumped)
+    assert run_key(run, [], None) != key
+
+
+def test_run_key_follows_the_commit_a_revision_names(tmp_path):
+    repo = git.Repo.init(tmp_path / "repo")
+    lib = tmp_path / "repo" / "lib.py"
+    for text in ("x = 1\n", "x = 2\n"):
+        lib.write_text(text)
+        repo.index.add(["lib.py"])
+        repo.index.commit(f"lib {text.strip()}")
+        if text == "x = 1\n":
+            repo.create_tag("v1")
+    source = SourceSpec(repo=str(tmp_path / "repo"), rev="v1")
+    run = _writer(tmp_path).model_copy(update={"source": source})
+    key = run_key(run, [], None)
+    # the same history in another place is the same run
+    shutil.copytree(tmp_path / "repo", tmp_path / "copy")
+    elsewhere = run.model_copy(update={"source": SourceSpec(repo=str(tmp_path / "copy"), rev="v1")})
+    assert run_key(elsewhere, [], None) == key
+    # the tag moved to the later commit: another run
+    repo.create_tag("v1", ref="HEAD", force=True)
+    assert run_key(run, [], None) != key
+    bad = run.model_copy(update={"source": SourceSpec(repo=str(tmp_path / "repo"), rev="nope")})
+    with pytest.raises(InputError, match="cannot resolve revision 'nope'"):
+        run_key(bad, [], None)
+    nowhere = run.model_copy(update={"source": SourceSpec(repo=str(tmp_path / "no"), rev="v1")})
+    with pytest.raises(InputError, match="cannot resolve revision 'v1'"):
+        run_key(nowhere, [], None)
+
+
+def test_materialize_case_returns_both_baselines_and_refuses_a_failure(tmp_path):
+    case = Case(
+        run_a=_writer(tmp_path, "a"),
+        run_b=_writer(tmp_path, "b"),
+        workspace=str(tmp_path / "ws"),
+        timeout_s=60,
+    )
+    a, b = materialize_case(case)
+    assert (a.run, b.run) == ("a", "b") and a.ok and b.ok
+    assert Path(a.out_dir).parent == tmp_path / "ws" / "runs" / "a"
+    # the same outputs the workflow's baselines use
+    assert materialize(case.run_b, tmp_path / "ws", "baseline").cached
+    failing = case.model_copy(
+        update={"run_b": _run(tmp_path, ["{python}", "-c", "raise SystemExit(5)", "{out}"])}
+    )
+    with pytest.raises(InputError, match="exited 5"):
+        materialize_case(failing)
+    a2, b2 = materialize_case(failing, check=False)
+    assert a2.cached and not b2.ok
