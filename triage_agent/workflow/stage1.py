@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from ..errors import TriageError
 from ..ledger import Ledger
 from ..records import (
     Case,
@@ -165,8 +166,19 @@ def test_hypothesis(
     from reproducers.generator import generate
     from reproducers.launcher import launch
 
-    gen = generate(finding, Path(ledger.workspace), case=case, ledger=ledger)
-    ev = launch(gen, Path(ledger.workspace), timeout_s=timeout_s, hypotheses=[hyp.id])
+    try:
+        gen = generate(finding, Path(ledger.workspace), case=case, ledger=ledger)
+        ev = launch(gen, Path(ledger.workspace), timeout_s=timeout_s, hypotheses=[hyp.id])
+    except TriageError as exc:
+        # A template that cannot be built for this finding is an error result, not a crash.
+        ev = ledger.add_evidence(
+            Evidence(
+                hypotheses=[hyp.id],
+                kind=EvidenceKind.reproducer,
+                result=EvidenceResult.error,
+                summary=f"no reproducer could be run for {finding.probe_id}: {exc}",
+            )
+        )
     status = {
         EvidenceResult.supported: HypothesisStatus.supported,
         EvidenceResult.refuted: HypothesisStatus.refuted,
