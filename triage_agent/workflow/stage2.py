@@ -80,6 +80,14 @@ def _origin(res: CompareResult) -> Divergence | None:
     return min(origins, key=lambda d: ((d.b or d.a).step, (d.b or d.a).index))
 
 
+def _first(res: CompareResult) -> Divergence | None:
+    """The earliest first difference of any kind (receiver, structural) across ranks."""
+    firsts = [r.first_divergence for r in res.ranks if r.first_divergence is not None]
+    if not firsts:
+        return None
+    return min(firsts, key=lambda d: ((d.b or d.a).step, (d.b or d.a).index))
+
+
 def _perturbation(ledger: Ledger, base: dict[str, str], traced: tuple[RunOutcome, RunOutcome]) -> list[str]:
     """Compare each traced run's metric bits with its untraced baseline's."""
     problems = []
@@ -99,19 +107,27 @@ def trace_and_compare(
 ) -> tuple[CompareResult | None, Evidence]:
     ws = Path(ledger.workspace)
     level: str | None = cfg.level
+    retried = False
     while level is not None:
         on_status(f"{label}: tracing both runs at {level} level, steps {cfg.steps}")
         cfg = cfg.model_copy(update={"level": level})
-        ta, tb = _pair(case, ws, f"{label.replace(' ', '-')}-{level}", cfg, timeout_s, on_status)
+        tag = f"{label.replace(' ', '-')}-{level}" + ("-retry" if retried else "")
+        ta, tb = _pair(case, ws, tag, cfg, timeout_s, on_status)
+        failed = [o for o in (ta, tb) if not o.ok]
         problems = _perturbation(ledger, base, (ta, tb))
         if not problems and ta.trace_dir and tb.trace_dir:
             break
+        if failed and not retried:
+            # A crashed relaunch is not evidence of perturbation: try the same level once more.
+            ledger.note(f"{label} at {level} level: {'; '.join(problems)}; retrying once at the same level", level="warning")
+            retried = True
+            continue
         ledger.note(
             f"{label} at {level} level is not usable: {'; '.join(problems)}; "
             "retrying with lighter capture",
             level="warning",
         )
-        level = LIGHTER.get(level)
+        level, retried = LIGHTER.get(level), False
         cfg = cfg.model_copy(update={"dump": []})
     else:
         ev = Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.error, summary=f"{label}: no capture level gave a usable trace (failed or perturbed the run, see the notes); no trace comparison is trustworthy")
@@ -128,7 +144,10 @@ def trace_and_compare(
         summary = f"{label} ({level}): first divergence with equal inputs and different outputs at {_where(origin.b or origin.a)}; origin ranks {res.summary.origin_ranks}, receiver-only ranks {res.summary.receiver_only_ranks}"
         result = EvidenceResult.observed
     else:
+        first = _first(res)
         summary = f"{label} ({level}): runs diverge but no origin lies on the traced events (outside the capture scope on ranks {res.summary.outside_scope_ranks})"
+        if first is not None:
+            summary += f"; the first difference is a {first.role} at {_where(first.b or first.a)}"
         result = EvidenceResult.observed
     unmatched = sum(r.unmatched_total for r in res.ranks)
     if unmatched:
@@ -146,6 +165,7 @@ def trace_and_compare(
             "rows": _rows(res, f"{label}/{level}"),
             "origin": origin.model_dump(mode="json") if origin else None,
             "origin_location": _where(origin.b or origin.a) if origin else None,
+            "first_location": _where(_first(res).b or _first(res).a) if _first(res) else None,
             "widen": widen.model_dump_json(exclude_none=True) if widen else None,
             "summary": res.summary.model_dump(mode="json"),
             "trace_dirs": {"a": ta.trace_dir, "b": tb.trace_dir},
@@ -180,6 +200,16 @@ def run_stage2(
     res, ev = trace_and_compare(case, ledger, rep, cfg, "module trace", base, timeout_s, on_status)
     final = ev
     origin = _origin(res) if res else None
+    if res is not None and origin is None and res.status == "diverged":
+        # Nothing in the modules: follow the comparator's advice and capture ATen ops over
+        # the whole step where the first difference appeared.
+        first = _first(res)
+        step = (first.b or first.a).step if first else n
+        ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
+        op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(step, step), level="op", digest="both")
+        res2, ev2 = trace_and_compare(case, ledger, rep, op_cfg, "whole-step op trace", base, timeout_s, on_status)
+        origin = _origin(res2) if res2 else None
+        res, ev, final = res2, ev2, ev2
     if origin is not None:
         ref = origin.b or origin.a
         if ref.kind == "module":
