@@ -32,7 +32,7 @@ from ..records import (
 from ..runs import OUT_TOKEN, materialize
 from .characterize import MismatchReport, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
-from .fixcheck import validate_fix
+from .fixcheck import validate_fix, validate_revert
 from .stage1 import run_stage1
 
 
@@ -200,6 +200,13 @@ def decide(
         )
         chain.append(fix_ev.id)
     findings = [st.findings[f] for f in hyp.findings if f in st.findings]
+    if policy is None and rep.source_differs and findings and baseline_a is not None and _relaunchable(case):
+        prior = [e for e in st.evidence_for(hyp.id) if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error]
+        fix_ev = prior[-1] if prior else validate_revert(
+            case, ledger, findings[0].file, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+        )
+        if fix_ev is not None:
+            chain.append(fix_ev.id)
     loc_parts = []
     if findings:
         f = findings[0]

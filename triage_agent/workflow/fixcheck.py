@@ -74,3 +74,70 @@ def validate_fix(
     assert last is not None
     ledger.add_evidence(last)
     return last
+
+
+def validate_revert(
+    case: Case,
+    ledger: Ledger,
+    file: str,
+    hypotheses: list[str],
+    baseline_a_metrics: str,
+    *,
+    timeout_s: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> Evidence | None:
+    """For runs that differ in source: rerun B with one file taken back to A's revision.
+
+    The intervention is one file, nothing else: a copy of B's working directory where
+    ``file`` (relative to the repository root) holds its content at A's revision. When every
+    step then matches A, that file's change is the cause. Returns None when the case does not
+    allow it (B's working directory is not a checkout of B's revision of that repository).
+    """
+    import shutil
+
+    import git
+
+    from ..paths import check_rev
+
+    a, b = case.run_a.source, case.run_b.source
+    if a is None or b is None or not case.run_b.cwd or not a.rev:
+        return None
+    try:
+        repo = git.Repo(b.repo, search_parent_directories=True)
+        work = git.Repo(case.run_b.cwd)
+        rev_b = repo.commit(check_rev(b.rev or "HEAD")).hexsha
+        if work.head.commit.hexsha != rev_b or Path(work.common_dir).resolve() != Path(repo.common_dir).resolve():
+            return None
+        old = repo.git.show(f"{repo.commit(check_rev(a.rev)).hexsha}:{file}")
+    except (git.GitError, ValueError):
+        return None
+    ws = Path(ledger.workspace)
+    variant = ws / "variants" / f"revert-{file.replace('/', '_')}"
+    if variant.exists():
+        shutil.rmtree(variant)
+    shutil.copytree(case.run_b.cwd, variant, ignore=shutil.ignore_patterns(".git", ".triage"))
+    (variant / file).write_text(old + ("\n" if not old.endswith("\n") else ""))
+    run = case.run_b.model_copy(update={"cwd": str(variant), "name": case.run_b.name})
+    on_status(f"fix check: B with {file} at {a.rev}")
+    out = materialize(run, ws, f"revert-{file.replace('/', '_')}", timeout_s=timeout_s, progress=on_status)
+    argv = [a2 for cmd in out.argv for a2 in [*cmd, ";"]][:-1]
+    if not out.ok:
+        ev = Evidence(hypotheses=hypotheses, kind=EvidenceKind.rerun, result=EvidenceResult.error, summary=f"rerun of B with {file} reverted failed (exit codes {out.exit_codes})", argv=argv)
+        ledger.add_evidence(ev)
+        return ev
+    d = diff_metrics(load_metrics(baseline_a_metrics), load_metrics(out.metrics))
+    matched = d.first_step is None and bool(d.common_steps)
+    ev = Evidence(
+        hypotheses=hypotheses,
+        kind=EvidenceKind.rerun,
+        result=EvidenceResult.supported if matched else EvidenceResult.refuted,
+        summary=(
+            f"B rerun with only {file} taken back to {a.rev}, uninstrumented: "
+            + (f"all {len(d.common_steps)} common steps now match A bit for bit" if matched else f"still differs first at step {d.first_step}")
+        ),
+        argv=argv,
+        data={"reverted": file, "to_rev": a.rev, "first_step": d.first_step, "variant": str(variant)},
+        duration_s=out.seconds,
+    )
+    ledger.add_evidence(ev)
+    return ev
