@@ -162,6 +162,10 @@ def capture_command(
             timed_out = True
             _kill_group(proc)
             code = None
+        except BaseException:
+            # Ctrl-C (or any error here): never leave the command's ranks running behind us.
+            _kill_group(proc)
+            raise
     files, seen, traced, warnings = collect(config)
     if timed_out:
         warnings.insert(0, f"the command ran past {timeout_s}s and was killed; partial trace kept")
