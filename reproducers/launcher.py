@@ -174,6 +174,9 @@ def run_argv(
         proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
+    except BaseException:
+        _kill_group(proc)  # Ctrl-C: leave no rank of the reproducer running
+        raise
     # Ranks spawned by the program may outlive it: always clear the whole group.
     _kill_group(proc)
     for t in pumps:
