@@ -1,8 +1,8 @@
 """Compare throughput: two single-rank native traces of N events (default 1,000,000).
 
 Run B carries one divergence near the end and a few inserted and deleted events. Times
-``load_run`` + ``compare_runs`` (what ``triage compare`` does), reports peak RSS, and, on
-equivalent data (the same op names and hashes as DebugMode ``_OpCall`` logs), times
+``load_runs`` (``load_run`` of both, run A in a forked process) + ``compare_runs``, reports
+wall and CPU seconds (this process and its children) and peak RSS, and, on equivalent data (the same op names and hashes as DebugMode ``_OpCall`` logs), times
 PyTorch's ``DebugMode.check_hash_mismatches`` -- which can only be run on the logs with the
 inserted/deleted events removed: it raises on any length difference.
 
@@ -20,12 +20,18 @@ import sys
 import time
 from pathlib import Path
 
-from triage_agent.compare import compare_runs, load_run
+from triage_agent.compare import compare_runs, load_runs
 from triage_agent.compare.synth import SynthSpec, write_pair
 
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the forked reader)."""
+    me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _debugmode(events: int, spec: SynthSpec, a_dir: Path, b_dir: Path) -> dict:
@@ -92,18 +98,23 @@ def main(argv: list[str] | None = None) -> int:
         write_pair(spec, root)
         print(f"synthesised {n} events per run in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     rss0 = _rss_mb()
+    c0 = _cpu_s()
     t0 = time.perf_counter()
-    ra = load_run(a_dir)
-    rb = load_run(b_dir)
+    ra, rb = load_runs(a_dir, b_dir)
     t1 = time.perf_counter()
     res = compare_runs(ra, rb)
     t2 = time.perf_counter()
+    c2 = _cpu_s()
     r0 = res.ranks[0]
     report = {
         "events_per_run": n,
         "load_s": round(t1 - t0, 3),
         "compare_s": round(t2 - t1, 3),
         "total_s": round(t2 - t0, 3),
+        "cpu_s": round(c2 - c0, 3),
+        "peak_rss_child_mb": round(
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1
+        ),
         "peak_rss_mb": round(_rss_mb(), 1),
         "rss_before_mb": round(rss0, 1),
         "status": res.status,

@@ -1,14 +1,14 @@
 """Offline comparison of two traced runs: alignment, first divergence, byte confirmation.
 
 Library API (the workflow, the MCP server and the CLI call these):
-``load_run``, ``compare_runs``, ``confirm_bytes``, ``export_perfetto``, ``to_markdown``.
+``load_run`` (``load_runs`` for two at once), ``compare_runs``, ``confirm_bytes``, ``export_perfetto``, ``to_markdown``.
 Nothing here imports torch, except ``confirm_bytes`` loading ``.pt`` dumps lazily.
 """
 
 from .bytes import ByteReport, confirm_bytes
 from .engine import compare_runs
 from .export import export_perfetto, to_markdown
-from .importers import load_pair, load_run
+from .importers import load_pair, load_run, load_runs
 from .mapping import Mapping, load_mapping
 from .model import TraceRun
 from .result import CompareResult
@@ -24,5 +24,6 @@ __all__ = [
     "load_mapping",
     "load_pair",
     "load_run",
+    "load_runs",
     "to_markdown",
 ]

@@ -13,6 +13,7 @@ hash is 64 bits, the same width as the tensor digests themselves.
 from __future__ import annotations
 
 import json
+import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -150,9 +151,9 @@ class FileRankStream(RankStream):
         rank: int,
         source: Path,
         header: dict[str, Any],
-        hashes: list[int],
-        offsets: list[int],
-        lines: list[int],
+        hashes: Any,
+        offsets: Any,
+        lines: Any,
         truncated_at: int | None,
         clean_end: bool,
         buf: Any,
@@ -170,8 +171,25 @@ class FileRankStream(RankStream):
     def __len__(self) -> int:
         return len(self._hashes)
 
-    def hashes(self) -> list[int]:
+    def hashes(self) -> Any:
+        """Body hashes in event order (a list, or an int64 array from the fast scan)."""
         return self._hashes
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a mapped file does not pickle: it is mapped again on the other side
+        state = dict(self.__dict__)
+        if isinstance(self._buf, mmap.mmap):
+            state["_buf"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._buf is None:
+            with open(self.source, "rb") as fh:
+                self._buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            index = getattr(self._offsets, "index", None)
+            if index is not None:
+                index.set_buffer(self._buf)
 
     def raw_line(self, i: int) -> bytes:
         off = self._offsets[i]
@@ -181,7 +199,7 @@ class FileRankStream(RankStream):
     def event(self, i: int) -> Ev:
         from .reader import decode_event_line
 
-        return decode_event_line(self.raw_line(i), i, self._lines[i], self.source)
+        return decode_event_line(self.raw_line(i), i, int(self._lines[i]), self.source)
 
 
 @dataclass

@@ -25,6 +25,7 @@ import gzip
 import io
 import json
 import mmap
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,12 @@ from .model import (
     MemoryRankStream,
     RankStream,
     TraceRun,
-    body_hash,
     digest_sig,
     ev_from_model,
     parse_json_line,
     validation_message,
 )
+from .scan import EventOffsets, LineIndex, RankScan, scan_events
 
 _EVENT_PREFIXES = (b'{"type": "event", ', b'{"type":"event",')
 _EVENT_KEYS = frozenset(TraceEvent.model_fields)
@@ -144,6 +145,15 @@ def _open_lines(path: Path) -> tuple[Any, bytes | mmap.mmap]:
     return fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+def _block_reader(it: Any, buf: bytes | mmap.mmap) -> Any:
+    """``read(offset, n)``: positional reads of the open file (not through the mapping, whose
+    touched pages would all count as resident), or slices of decompressed data."""
+    if isinstance(buf, mmap.mmap):
+        fd = it.fileno()
+        return lambda off, n: os.pread(fd, n, off)
+    return lambda off, n: buf[off : off + n]
+
+
 def read_header(raw: bytes, source: Path) -> dict[str, Any]:
     obj = parse_json_line(raw, source, 1)
     if not isinstance(obj, dict) or obj.get("type") != "header":
@@ -177,15 +187,14 @@ def _read_lines(path: Path, it: Any, buf: bytes | mmap.mmap, strict: bool):
     if not first.strip():
         raise MalformedTraceError(f"{path}:1: empty trace file (no header)")
     header = read_header(first, path)
+    if not strict:
+        scan = scan_events(path, _block_reader(it, buf), len(buf), len(first))
+        return _stream_from_scan(path, header, scan, buf)
+    # strict: decode and validate every line, in file order
     truncated_at: int | None = None
     clean_end = False
-    hashes: list[int] = []
-    offsets: list[int] = []
-    linenos: list[int] = []
     decoded: list[Ev] = []
-    off = len(first)
     ln = 1
-    h_add, o_add, l_add = hashes.append, offsets.append, linenos.append
     for raw in it:
         ln += 1
         if raw[-1:] != b"\n":  # the last line, without its newline: torn if it does not parse
@@ -199,46 +208,45 @@ def _read_lines(path: Path, it: Any, buf: bytes | mmap.mmap, strict: bool):
                 )
                 break
         if raw.startswith(_EVENT_PREFIXES):
-            if strict:
-                decoded.append(decode_event_line(raw, len(decoded), ln, path))
-            else:
-                i = raw.find(b'"step"', 16, 64)
-                j = raw.rfind(b'"dump"')
-                if 0 < i < j:
-                    h_add(hash(raw[i:j]))
-                else:  # unusual layout: decode now; the decoded body's hash stands in
-                    h_add(body_hash(decode_event_line(raw, len(hashes), ln, path)))
-                o_add(off)
-                l_add(ln)
+            decoded.append(decode_event_line(raw, len(decoded), ln, path))
         elif not raw.strip():
             raise MalformedTraceError(f"{path}:{ln}: empty line inside a trace")
         else:
             obj = parse_json_line(raw, path, ln)
             kind = obj.get("type", "event") if isinstance(obj, dict) else None
             if kind == "event":  # an event in a layout the fast path does not know
-                ev = decode_event_obj(obj, len(decoded) if strict else len(hashes), ln, path)
-                if strict:
-                    decoded.append(ev)
-                else:
-                    h_add(body_hash(ev))
-                    o_add(off)
-                    l_add(ln)
+                decoded.append(decode_event_obj(obj, len(decoded), ln, path))
             elif kind == "end":
                 clean_end = True
             elif kind == "header":
                 raise MalformedTraceError(f"{path}:{ln}: a second header inside one rank file")
             elif kind != "step_end":
                 raise MalformedTraceError(f"{path}:{ln}: expected an event, step_end or end record")
-        off += len(raw)
     rank = header["rank"]
     if truncated_at is None and not clean_end:
         warnings.append(f"{path}: no end record (rank {rank} did not finish cleanly)")
-    if strict:
-        stream: RankStream = MemoryRankStream(rank, path, decoded, header, truncated_at, clean_end)
-    else:
-        stream = FileRankStream(
-            rank, path, header, hashes, offsets, linenos, truncated_at, clean_end, buf
-        )
+    stream = MemoryRankStream(rank, path, decoded, header, truncated_at, clean_end)
+    return stream, warnings
+
+
+def _stream_from_scan(
+    path: Path, header: dict[str, Any], scan: RankScan, buf: Any
+) -> tuple[RankStream, list[str]]:
+    warnings = list(scan.warnings)
+    if scan.truncated_at is None and not scan.clean_end:
+        warnings.append(f"{path}: no end record (rank {header['rank']} did not finish cleanly)")
+    offsets = EventOffsets(scan.lines, LineIndex(buf, scan.blocks))
+    stream = FileRankStream(
+        header["rank"],
+        path,
+        header,
+        scan.hashes,
+        offsets,
+        scan.lines,
+        scan.truncated_at,
+        scan.clean_end,
+        buf,
+    )
     return stream, warnings
 
 
