@@ -78,6 +78,10 @@ def to_markdown(state: LedgerState) -> str:
                 f"| {r.id} | {_cell(r.statement)} | {r.category} | {r.status} | "
                 f"{r.classification} | {r.evidence} | {'yes' if r.verdict else ''} |"
             )
+        why = [h for h in state.hypotheses.values() if h.rationale]
+        if why:
+            out += ["", "Why each would change the bits:", ""]
+            out += [f"- {h.id}: {_cell(h.rationale)}" for h in why]
     else:
         out.append("None recorded.")
     out += ["", "## Evidence", ""]

@@ -136,6 +136,7 @@ class Hypothesis(Record):
     id: str = Field(default_factory=lambda: new_id("H"))
     statement: str
     category: str
+    rationale: str = Field(default="", description="why this would change the bits")
     findings: list[str] = Field(default_factory=list)
     status: HypothesisStatus = HypothesisStatus.open
     classification: Classification = Classification.unknown

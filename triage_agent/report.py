@@ -111,7 +111,7 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
     for hyp in state.hypotheses.values():
         n = len(state.evidence_for(hyp.id))
         h.append(
-            f"<tr><td>{esc(hyp.id)}</td><td>{esc(hyp.statement)}</td><td>{esc(hyp.category)}</td>"
+            f"<tr><td>{esc(hyp.id)}</td><td>{esc(hyp.statement)}<br><small>{esc(hyp.rationale)}</small></td><td>{esc(hyp.category)}</td>"
             f"<td class='s-{hyp.status.value}'>{hyp.status.value}</td><td>{hyp.classification.value}</td><td>{n}</td></tr>"
         )
     h.append("</table>")

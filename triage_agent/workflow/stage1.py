@@ -143,14 +143,17 @@ def hypotheses_from_findings(findings: list[Finding], k: int) -> list[Hypothesis
             continue
         key = f"{f.category}|{f.reproducer.template}|{json.dumps(f.reproducer.params, sort_keys=True)}"
         groups.setdefault(key, []).append(f)
+    from probes.registry import get_probe
+
     hyps = []
     for group in list(groups.values())[:k]:
         top = group[0]
         where = f"{top.file}:{top.line_start}" + (f" in {top.function}" if top.function else "")
-        more = f" (and {len(group) - 1} similar site(s))" if len(group) > 1 else ""
+        more = f" (+{len(group) - 1} similar site(s))" if len(group) > 1 else ""
         hyps.append(
             Hypothesis(
-                statement=f"{top.rationale.rstrip('.')} — {where}{more}",
+                statement=f"{get_probe(top.probe_id).title}: {where}{more}",
+                rationale=top.rationale,
                 category=top.category,
                 findings=[f.id for f in group],
                 reproducer=top.reproducer,
