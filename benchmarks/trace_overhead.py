@@ -8,6 +8,12 @@ the table to benchmarks/RESULTS.md with the date and GPU. Goals: op <= 1.5x, mod
 
 Run (H200): python benchmarks/trace_overhead.py
 Smaller smoke run anywhere: python benchmarks/trace_overhead.py --layers 2 --seq 128 --reps 3
+
+``--host-cost`` measures the tracer's host (CPU) time per event instead: a deep stack of
+tiny Linear+ReLU layers on the CPU, so kernel time is negligible and the difference between
+a traced and an untraced step, divided by the events it records, is the Python cost of one
+event (staging, dedup, bookkeeping, and writing it at the step boundary). It prints a table
+and appends nothing: python benchmarks/trace_overhead.py --host-cost
 """
 
 from __future__ import annotations
@@ -35,6 +41,54 @@ def build(args, dev):
     return model, x
 
 
+def host_cost(args) -> None:
+    """Microseconds of host time per traced event, tiny tensors on the CPU (see docstring)."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    layers = []
+    for _ in range(args.tiny_layers):
+        layers += [torch.nn.Linear(8, 8), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers)
+    x = torch.randn(2, 8)
+
+    def step():
+        model(x).square().mean().backward()
+        model.zero_grad(set_to_none=True)
+
+    def best(run_one) -> float:
+        run_one(-1)
+        ts = []
+        for i in range(args.reps):
+            t0 = time.process_time()
+            run_one(i)
+            ts.append(time.process_time() - t0)
+        # CPU time of this process, least disturbed run: other work on the machine adds
+        # little to it, where it would add its whole share to wall time
+        return min(ts) * 1e6
+
+    base = best(lambda i: step())
+    print(f"untraced step: {base:.0f} us ({args.tiny_layers} x Linear(8,8)+ReLU, batch 2)")
+    print("| level | events/step | step us | host us/event | of which write us/event |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for level in ("module", "op"):
+            cfg = CaptureConfig(out_dir=Path(tmp) / level, level=level)
+            write_us: list[float] = []
+            with Tracer(cfg) as tr:
+
+                def traced(i, tr=tr, write_us=write_us):
+                    tr.step(i + 1)
+                    step()
+                    t0 = time.process_time()
+                    tr.end_step()
+                    write_us.append((time.process_time() - t0) * 1e6)
+
+                us = best(traced)
+                events = tr.sink.events_written // (args.reps + 1)
+            per = (us - base) / events
+            print(f"| {level} | {events} | {us:.0f} | {per:.1f} | {min(write_us) / events:.1f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=12)
@@ -45,7 +99,12 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--results", default=str(Path(__file__).parent / "RESULTS.md"))
+    ap.add_argument("--host-cost", action="store_true", help="host us per event, tiny CPU model")
+    ap.add_argument("--tiny-layers", type=int, default=64)
     args = ap.parse_args()
+    if args.host_cost:
+        host_cost(args)
+        return
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model, x = build(args, dev)

@@ -131,7 +131,11 @@ def test_capture_inplace_output_is_not_the_stale_input_digest(tmp_path):
         tr.step(0)
         x.mul_(3.0)
         tr.end_step()
-    ev = next(r for r in _read(tmp_path / "trace_rank00000.jsonl") if isinstance(r, TraceEvent) and r.name.startswith("aten::mul_"))
+    ev = next(
+        r
+        for r in _read(tmp_path / "trace_rank00000.jsonl")
+        if isinstance(r, TraceEvent) and r.name.startswith("aten::mul_")
+    )
     assert ev.inputs[0].digest != ev.outputs[0].digest
 
 
@@ -141,7 +145,9 @@ def test_capture_uninitialised_memory_and_rng_state_are_recorded(tmp_path):
         tr.step(0)
         torch.nn.functional.dropout(torch.randn(8, 8), 0.5, training=True)
         tr.end_step()
-    evs = {r.name: r for r in _read(tmp_path / "trace_rank00000.jsonl") if isinstance(r, TraceEvent)}
+    evs = {
+        r.name: r for r in _read(tmp_path / "trace_rank00000.jsonl") if isinstance(r, TraceEvent)
+    }
     assert evs["aten::empty_like"].outputs[0].digest == "uninitialized"
     bern = evs["aten::bernoulli_.float"]
     assert bern.inputs[0].digest == "uninitialized"  # overwritten memory is not an input

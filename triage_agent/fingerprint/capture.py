@@ -44,7 +44,7 @@ from ..trace_format import TraceHeader
 from . import collectives as coll
 from .attribution import ScopeIndex
 from .config import CaptureConfig
-from .digest import DigestMode, Staged, stage
+from .digest import DigestMode, Staged, _dtype_info, stage
 from .sink import PendingEvent, TraceSink
 
 _SKIP_CALLER = (
@@ -65,7 +65,64 @@ def _caller() -> str | None:
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
+    """The tensors among ``obj``'s pytree leaves, in pytree order.
+
+    The common shapes (a tensor; a plain tuple or list of tensors, scalars and None, one
+    level deep) are walked directly; anything else goes through ``tree_leaves``.
+    """
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    tp = type(obj)
+    if tp is tuple or tp is list:
+        out = []
+        for x in obj:
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+            elif isinstance(x, (list, tuple, dict)) or not isinstance(x, _FLAT_LEAVES):
+                return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+        return out
     return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+def _op_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors of an ATen call, in ``tree_leaves((args, kwargs))`` order.
+
+    An ATen schema argument is a tensor, a scalar or a list of them (``Tensor?[]`` may hold
+    None): one level of list is all there is, so no pytree walk is needed.
+    """
+    out = []
+    for x in args:
+        if isinstance(x, torch.Tensor):
+            out.append(x)
+        elif type(x) is list or type(x) is tuple:
+            out.extend(t for t in x if isinstance(t, torch.Tensor))
+    if kwargs:
+        # pytree orders a dict by insertion, as ATen passes keyword arguments
+        for x in kwargs.values():
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+            elif type(x) is list or type(x) is tuple:
+                out.extend(t for t in x if isinstance(t, torch.Tensor))
+    return out
+
+
+_FLAT_LEAVES = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.Size)
+
+
+class _OpInfo:
+    """What the tracer needs to know of one ATen overload, computed once per overload."""
+
+    __slots__ = ("name", "skip", "mutable", "seeded", "allocates")
+
+    def __init__(self, func):
+        name = func._schema.name
+        self.skip = name.startswith("profiler::")  # record_function markers: no numerics
+        if func._overloadname != "default":
+            name = f"{name}.{func._overloadname}"
+        self.name = name
+        self.mutable = func._schema.is_mutable
+        self.seeded = torch.Tag.nondeterministic_seeded in func.tags
+        self.allocates = name.startswith(("aten::empty", "aten::new_empty"))
 
 
 def _env_rank() -> int:
@@ -81,9 +138,10 @@ class _OpMode(TorchDispatchMode):
         self.tracer = tracer
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
         tr = self.tracer
-        if not tr._gate():
+        if kwargs is None:
+            kwargs = {}
+        if not tr._active or tr._suspended:
             return func(*args, **kwargs)
         return tr._on_op(func, args, kwargs)
 
@@ -120,6 +178,10 @@ class Tracer:
         self._bwd_scope = ""
         self._handles: list[Any] = []
         self._mode: _OpMode | None = None
+        # per-run memo tables for the hot path: all depend only on their key and the config
+        self._ops: dict[Any, _OpInfo] = {}
+        self._digest_modes: dict[str, DigestMode] = {}
+        self._scope_ok: dict[str, bool] = {}
         self._patched: list[tuple[Any, str, Any]] = []
         self._engine_seen = False
         self._in_optimizer = 0
@@ -267,10 +329,13 @@ class Tracer:
         return self._active and not self._suspended
 
     # -- recording ---------------------------------------------------------------------
-    def _mode_for(self, name: str, scope: str) -> DigestMode:
-        mode = self.config.digest
-        if mode == "xor" and any(fnmatch.fnmatchcase(name, p) for p in self.config.order_names):
-            return "both"
+    def _mode_for(self, name: str, scope: str = "") -> DigestMode:
+        mode = self._digest_modes.get(name)
+        if mode is None:
+            mode = self.config.digest
+            if mode == "xor" and any(fnmatch.fnmatchcase(name, p) for p in self.config.order_names):
+                mode = "both"
+            self._digest_modes[name] = mode
         return mode
 
     def _stage(self, t: torch.Tensor, mode: DigestMode, fresh: bool = False) -> Staged | None:
@@ -279,47 +344,64 @@ class Tracer:
         ``fresh`` is for outputs of mutating ops: the version counter of an in-place op's
         tensor is bumped only after the dispatch mode returns, so the cache key would still
         match the digest taken before the op.
+
+        The dedup key is (address of the first element, shape, stride, dtype, device,
+        version, mode): the address is the storage's plus the offset, so with the dtype it
+        names the same bytes the (storage, offset) pair does. A hit also needs the tensor
+        it was taken from to be alive, so memory freed and reused is never a hit.
         """
-        uninit = self._uninit_key(t)
-        if uninit is not None and uninit in self._uninit:
-            return Staged(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel(), None, None, uninitialized=True)
         try:
-            key = (
-                t.untyped_storage().data_ptr(),
-                t.storage_offset(),
-                tuple(t.shape),
-                tuple(t.stride()),
-                t.dtype,
-                t.device,
-                t._version,
-                mode,
-            )
+            ptr = t.data_ptr()
+            version = t._version
         except (RuntimeError, NotImplementedError):  # inference tensors, no storage
-            key = None
-        if key is not None and not fresh:
-            hit = self._cache.get(key)
+            ptr = None
+        if not ptr:  # no storage, or one with no address (a wrapper subclass): never cached
+            s = stage(t, mode)
+            self.digests_staged += 1
+            return s
+        if self._uninit and (ptr, version) in self._uninit:
+            name, _ = _dtype_info(t.dtype)
+            return Staged(t.shape, name, t.numel(), None, None, uninitialized=True)
+        key = (ptr, t.shape, t.stride(), t.dtype, t.device, version, mode)
+        cache = self._cache
+        if not fresh:
+            hit = cache.get(key)
             if hit is not None and hit[0]() is not None:
                 return hit[1]
         s = stage(t, mode)
         self.digests_staged += 1
-        if key is not None and s is not None:
-            self._cache[key] = (weakref.ref(t), s)
+        if s is not None:
+            cache[key] = (weakref.ref(t), s)
         return s
 
     @staticmethod
     def _uninit_key(t: torch.Tensor) -> tuple | None:
+        """(address, version) of memory no op has written yet; see :meth:`_stage`."""
         try:
-            return (t.untyped_storage().data_ptr(), t.storage_offset(), t._version)
+            return (t.data_ptr(), t._version)
         except (RuntimeError, NotImplementedError):
             return None
 
     def _stage_all(
         self, ts: list[torch.Tensor], mode: DigestMode, fresh: bool = False
     ) -> list[Staged | None]:
+        if not ts:
+            return []
         self._suspended += 1
+        # Outside an op (module hooks, collectives, optimizer) the dispatch mode is still on
+        # the stack: every digest kernel would pass through Python to be turned away.
+        # Step it aside while staging; inside an op torch has already popped it.
+        popped = None
+        mode_obj = self._mode
+        if mode_obj is not None:
+            n = torch._C._len_torch_dispatch_stack()
+            if n and torch._C._get_dispatch_stack_at(n - 1) is mode_obj:
+                popped = torch._C._pop_torch_dispatch_stack(None)
         try:
             return [self._stage(t, mode, fresh) for t in ts]
         finally:
+            if popped is not None:
+                torch._C._push_on_torch_dispatch_stack(popped)
             self._suspended -= 1
 
     def _scope(self) -> str:
@@ -328,11 +410,18 @@ class Tracer:
         return self._bwd_scope if self._in_backward() else ""
 
     def _in_scope(self, scope: str) -> bool:
-        return self._scope_re is None or bool(self._scope_re.search(scope))
+        if self._scope_re is None:
+            return True
+        ok = self._scope_ok.get(scope)
+        if ok is None:
+            ok = self._scope_ok[scope] = bool(self._scope_re.search(scope))
+        return ok
 
     def _wants_dump(self, name: str, scope: str) -> bool:
         pats = self.config.dump
-        return bool(pats) and any(
+        if not pats:
+            return False
+        return any(
             fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(f"{scope}:{name}", p) for p in pats
         )
 
@@ -409,30 +498,36 @@ class Tracer:
 
     # ops
     def _on_op(self, func, args, kwargs):
-        scope = self._scope()
-        if not self._in_scope(scope):
+        info = self._ops.get(func)
+        if info is None:
+            info = self._ops[func] = _OpInfo(func)
+        if info.skip:
             return func(*args, **kwargs)
-        name = func._schema.name
-        if name.startswith("profiler::"):  # record_function markers carry no numerics
+        stack = self._stack
+        if stack:
+            scope, phase = stack[-1][0], "forward"
+        elif torch._C._current_autograd_node() is not None:
+            scope, phase = self._bwd_scope, "backward"
+        else:
+            scope, phase = "", ("optimizer" if self._in_optimizer else "other")
+        if self._scope_re is not None and not self._in_scope(scope):
             return func(*args, **kwargs)
-        if func._overloadname != "default":
-            name = f"{name}.{func._overloadname}"
-        mode = self._mode_for(name, scope)
-        ins = _tensors((args, kwargs))
+        name = info.name
+        mode = self._mode_for(name)
+        ins = _op_tensors(args, kwargs)
         staged_in = self._stage_all(ins, mode)  # before the op: in-place ops mutate inputs
         dump = self._wants_dump(name, scope)
         dumped_in = self._cpu_copies(ins) if dump else None
         call = self._call_copy(args, kwargs) if dump else None
-        seeded = torch.Tag.nondeterministic_seeded in func.tags
-        rng = self._generator_digest(ins) if seeded else None
-        mutable = func._schema.is_mutable
-        if mutable:
+        rng = self._generator_digest(ins) if info.seeded else None
+        mutable = info.mutable
+        if mutable and self._uninit:
             for t in ins:  # written by this op: no longer uninitialised
                 self._uninit.discard(self._uninit_key(t))
         out = func(*args, **kwargs)
-        ev = self._new_event("op", name, scope, self._phase(), staged_in)
+        ev = self._new_event("op", name, scope, phase, staged_in)
         outs = _tensors(out)
-        if name.startswith(("aten::empty", "aten::new_empty")):
+        if info.allocates:
             for t in outs:
                 k = self._uninit_key(t)
                 if k is not None:

@@ -148,14 +148,15 @@ def order_digest(flat: torch.Tensor) -> torch.Tensor:
 
 
 def xor_digest(flat: torch.Tensor) -> torch.Tensor:
-    return torch.hash_tensor(flat).view(torch.int64)
+    """0-d uint64 ``hash_tensor`` of an integer view (readback reads it as 64 bits)."""
+    return torch.hash_tensor(flat)
 
 
-@dataclass
+@dataclass(slots=True)
 class Staged:
     """A digest in flight: metadata now, device values resolved at the step boundary."""
 
-    shape: list[int]
+    shape: Sequence[int]  # a list or a torch.Size; the record holds a list
     dtype: str
     numel: int
     xor: torch.Tensor | None  # 0-d int64 on the tensor's device
@@ -165,11 +166,17 @@ class Staged:
     uninitialized: bool = False
 
     def record(self) -> dict[str, object]:
+        shape = list(self.shape)
         if self.numel == 0:
-            return {"shape": self.shape, "dtype": self.dtype, "numel": 0, "digest": EMPTY}
+            return {"shape": shape, "dtype": self.dtype, "numel": 0, "digest": EMPTY}
         if self.uninitialized:
-            return {"shape": self.shape, "dtype": self.dtype, "numel": self.numel, "digest": UNINITIALIZED}
-        rec: dict[str, object] = {"shape": self.shape, "dtype": self.dtype, "numel": self.numel}
+            return {
+                "shape": shape,
+                "dtype": self.dtype,
+                "numel": self.numel,
+                "digest": UNINITIALIZED,
+            }
+        rec: dict[str, object] = {"shape": shape, "dtype": self.dtype, "numel": self.numel}
         rec["digest"] = _hex(self.xor_value) if self.xor_value is not None else "none"
         if self.order_value is not None:
             rec["order"] = _hex(self.order_value)
@@ -190,38 +197,70 @@ def digestible(t: object) -> bool:
     )
 
 
+# dtype -> (record name, signed integer dtype of the same width for a bitcast view, or None
+# where only the general path is right: complex and bool go through int_view)
+_DTYPES: dict[torch.dtype, tuple[str, torch.dtype | None]] = {}
+
+
+def _dtype_info(dt: torch.dtype) -> tuple[str, torch.dtype | None]:
+    info = _DTYPES.get(dt)
+    if info is None:
+        name = str(dt).removeprefix("torch.")
+        direct = None
+        if not dt.is_complex and dt != torch.bool:
+            direct = _SIGNED_BY_SIZE.get(dt.itemsize)
+        info = _DTYPES[dt] = (name, direct)
+    return info
+
+
 def stage(t: torch.Tensor, mode: DigestMode = "xor") -> Staged | None:
-    """Queue the digest of ``t`` on its device. No synchronisation, no readback."""
-    if not digestible(t):
+    """Queue the digest of ``t`` on its device. No synchronisation, no readback.
+
+    In ``xor`` mode a real tensor is hashed through a same-width integer view of itself,
+    with no copy even when it is not contiguous: the xor reduction does not depend on the
+    order it visits elements, and the view reads the logical elements (repeats of an
+    expanded tensor included) exactly as the contiguous copy would. Two kernels at most
+    per tensor, none of them a copy.
+    """
+    if t.layout != torch.strided or t.is_quantized or t.is_nested or t.is_meta:
         return None
-    shape = list(t.shape)
-    dtype = str(t.dtype).removeprefix("torch.")
+    name, direct = _DTYPES.get(t.dtype) or _dtype_info(t.dtype)
     n = t.numel()
     if n == 0:
-        return Staged(shape, dtype, 0, None, None)
+        return Staged(t.shape, name, 0, None, None)
+    if mode == "xor" and direct is not None and not t.is_neg():
+        # an integer view of a tensor that requires grad does not require grad: no graph
+        return Staged(t.shape, name, n, torch.hash_tensor(t.view(direct)), None)
     flat = int_view(t)
     xor = xor_digest(flat) if mode in ("xor", "both") else None
     order = order_digest(flat) if mode in ("order", "both") else None
     if xor is None:
         # the record always carries a 'digest'; in order-only mode it is the order digest
         xor = order
-    return Staged(shape, dtype, n, xor, order)
+    return Staged(t.shape, name, n, xor, order)
 
 
 def readback(staged: Iterable[Staged | None]) -> None:
-    """Resolve every pending digest: one stacked device-to-host copy per device."""
-    by_device: dict[torch.device, list[tuple[Staged, str, torch.Tensor]]] = {}
+    """Resolve every pending digest: one stacked device-to-host copy per device and dtype.
+
+    A digest reused by several events (the dedup cache hands out the same ``Staged``) is
+    read once. Values are 0-d int64 or uint64 (``hash_tensor``'s own type) tensors; both
+    are read as 64-bit patterns.
+    """
+    groups: dict[tuple[torch.device, torch.dtype], list[tuple[Staged, str, torch.Tensor]]] = {}
+    seen: set[int] = set()
     for s in staged:
-        if s is None or s.numel == 0:
+        if s is None or s.numel == 0 or id(s) in seen:
             continue
+        seen.add(id(s))
         for attr in ("xor", "order"):
             v = getattr(s, attr)
             if v is not None and getattr(s, attr + "_value") is None:
-                by_device.setdefault(v.device, []).append((s, attr, v))
-    for items in by_device.values():
-        values = torch.stack([v.reshape(()) for _, _, v in items]).cpu().tolist()
+                groups.setdefault((v.device, v.dtype), []).append((s, attr, v))
+    for items in groups.values():
+        values = torch.stack([v for _, _, v in items]).view(torch.int64).cpu().tolist()
         for (s, attr, _), value in zip(items, values, strict=True):
-            setattr(s, attr + "_value", int(value))
+            setattr(s, attr + "_value", value)
             setattr(s, attr, None)
 
 

@@ -43,7 +43,13 @@ class CaptureStatus(BaseModel):
     note: str = ""
 
 
-@dataclass
+# The trace line of an event as ``TraceEvent.model_dump_json(exclude_none=True)`` writes it:
+# same keys, same order, same separators. Built from plain values at the step boundary, so
+# a traced step pays no model validation per event; the reader still validates every line.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@dataclass(slots=True)
 class PendingEvent:
     seq: int
     step: int
@@ -60,6 +66,45 @@ class PendingEvent:
 
     def staged(self) -> list[Staged | None]:
         return [*self.inputs, *self.outputs]
+
+    def to_json(self, rec_of: dict[int, dict | None] | None = None) -> str:
+        """The event's trace line (no newline); see ``_encode``.
+
+        ``rec_of`` memoises digest records by ``id(Staged)`` for one step (a digest reused by
+        many events is formatted once). A ``meta`` value JSON cannot hold falls back to the
+        validated model, which raises on it as it always did.
+        """
+        memo = {} if rec_of is None else rec_of
+
+        def rec(s: Staged | None) -> dict | None:
+            if s is None:
+                return None
+            r = memo.get(id(s))
+            if r is None:
+                r = memo[id(s)] = s.record()
+            return r
+
+        d: dict[str, Any] = {
+            "type": "event",
+            "seq": self.seq,
+            "step": self.step,
+            "kind": self.kind,
+            "name": self.name,
+            "scope": self.scope,
+            "call": self.call,
+            "phase": self.phase,
+        }
+        if self.caller is not None:
+            d["caller"] = self.caller
+        d["inputs"] = [rec(s) for s in self.inputs]
+        d["outputs"] = [rec(s) for s in self.outputs]
+        if self.dump is not None:
+            d["dump"] = self.dump
+        d["meta"] = self.meta
+        try:
+            return _encode(d)
+        except (TypeError, ValueError):
+            return self.to_record().model_dump_json(exclude_none=True)
 
     def to_record(self) -> TraceEvent:
         def rec(s: Staged | None) -> TensorDigest | None:
@@ -114,8 +159,10 @@ class TraceSink:
         if self._fh is None:
             self._open()
         readback(s for ev in events for s in ev.staged())
+        memo: dict[int, dict | None] = {}
+        write = self._fh.write
         for ev in events:
-            self._line(ev.to_record())
+            write(ev.to_json(memo) + "\n")
         self._line(StepEnd(step=step, events=len(events)))
         self._fh.flush()
         self.events_written += len(events)
