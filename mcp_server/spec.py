@@ -54,6 +54,16 @@ APPENDS_MAY_RUN = ToolAnnotations(
 RUNS_PROCESS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
 )
+# Runs a process and rebuilds a working copy it owns (a one-file revert's variant directory,
+# removed and copied again): destructive for that directory, and each call records anew.
+RUNS_PROCESS_REBUILDS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+# The resumable workflow: runs processes and may rebuild a variant directory it owns, but a
+# second call with the same arguments finds its stages done and records nothing new.
+RUNS_RESUMABLE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
+)
 
 
 @dataclass(frozen=True)

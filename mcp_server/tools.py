@@ -23,12 +23,15 @@ from . import case_tools as c
 from . import repro_tools as r
 from . import scan_tools as s
 from . import trace_tools as t
+from . import workflow_tools as w
 from .spec import (
     APPENDS,
     APPENDS_IDEMPOTENT,
     APPENDS_MAY_RUN,
     READ_ONLY,
     RUNS_PROCESS,
+    RUNS_PROCESS_REBUILDS,
+    RUNS_RESUMABLE,
     WRITES_FILES,
     ToolSpec,
 )
@@ -98,6 +101,38 @@ CORE: tuple[ToolSpec, ...] = (
         c.HypothesisOut,
         APPENDS_IDEMPOTENT,
         c.update_hypothesis,
+    ),
+    ToolSpec(
+        "list_policies",
+        "List run policies",
+        w.ListPoliciesIn,
+        w.PoliciesOut,
+        READ_ONLY,
+        w.list_policies,
+    ),
+    ToolSpec(
+        "validate_fix",
+        "Validate a fix under one policy",
+        w.ValidateFixIn,
+        w.FixCheckOut,
+        RUNS_PROCESS,
+        w.validate_fix,
+    ),
+    ToolSpec(
+        "revert_file",
+        "Validate by reverting one file",
+        w.RevertFileIn,
+        w.FixCheckOut,
+        RUNS_PROCESS_REBUILDS,
+        w.revert_file,
+    ),
+    ToolSpec(
+        "run_workflow",
+        "Run the whole workflow",
+        w.RunWorkflowIn,
+        w.RunWorkflowOut,
+        RUNS_RESUMABLE,
+        w.run_workflow,
     ),
     ToolSpec(
         "record_verdict",

@@ -11,9 +11,10 @@ from __future__ import annotations
 INSTRUCTIONS = (
     "bitwise-triage: find where and why two PyTorch training runs stop agreeing bit for bit. "
     "Open or create a case, confirm the first mismatching step from metric bits, then follow "
-    "the 'two_stage_triage' prompt. Every path argument must lie in the workspace or the "
-    "case's source roots; commands are never taken from arguments. Everything is recorded in "
-    "the evidence ledger (resource triage://ledger)."
+    "the 'two_stage_triage' prompt (or call 'run_workflow' for the headless workflow). Every "
+    "path argument must lie in the workspace or the case's source roots; commands are never "
+    "taken from arguments. Everything is recorded in the evidence ledger (resource "
+    "triage://ledger)."
 )
 
 
@@ -62,7 +63,13 @@ B = suspect). The users know floating point and NCCL well. Report only what you 
 
 4. Causality. {t("replay_op", "replay the op on the captured equal inputs")} under ONE changed
    policy at a time. Then the original workload, without diagnostic synchronisation,
-   validates a fix.
+   validates a fix: {t("list_policies", "the run policies and what each changes")}, then
+   {t("validate_fix", "rerun B (then A and B) under ONE named policy, uninstrumented, and compare metric bits")}
+   citing the hypothesis it tests; for a software update,
+   {t("revert_file", "rerun B with one changed file at A's revision")}. One changed policy
+   or file per call; a rerun that makes every step match is the causal evidence the verdict
+   cites, one that does not refutes that fix. Do this before record_verdict.
+   (The whole sequence, headless: {t("run_workflow", "the same stages driven end to end")}.)
 
 5. Verdict. {t("record_verdict", "bug / policy-difference / environment / unknown")}:
    it is refused without execution evidence in its chain. A valid numerical-policy

@@ -1,6 +1,6 @@
 """Measure the MCP layer's own cost: start-up, one call's round trip, concurrent appends.
 
-    python -m mcp_server.bench [--events 1000] [--calls 200] [--concurrency 20]
+    python benchmarks/mcp_server.py [--events 1000] [--calls 200] [--concurrency 20]
 
 Prints one JSON object. It measures the adapter (validation, thread hop, serialisation,
 ledger fold), not the library work behind a tool: ``ledger_summary`` over a ledger of
@@ -19,12 +19,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import anyio
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+# Run as a script, this file's directory comes first on sys.path and its own name would
+# shadow the installed ``mcp_server`` package: drop that entry before importing it.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from .security import Workspace
-from .server import build_server
+import anyio  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+from mcp_server.security import Workspace  # noqa: E402
+from mcp_server.server import build_server  # noqa: E402
 
 
 async def _bench(root: Path, events: int, calls: int, concurrency: int) -> dict[str, float]:
@@ -63,7 +68,7 @@ async def _bench(root: Path, events: int, calls: int, concurrency: int) -> dict[
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m mcp_server.bench")
+    p = argparse.ArgumentParser(prog="python benchmarks/mcp_server.py")
     p.add_argument("--events", type=int, default=1000)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--concurrency", type=int, default=20)
