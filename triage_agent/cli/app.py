@@ -7,12 +7,10 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 
 from .. import __version__
 from ..errors import TriageError
-
-err_console = Console(stderr=True, soft_wrap=True)
+from .common import err_console
 
 app = typer.Typer(
     name="triage",

@@ -12,6 +12,7 @@ from ..config import load_case
 from ..ledger import Ledger
 
 console = Console(soft_wrap=False)
+err_console = Console(stderr=True, soft_wrap=True)
 
 CaseOpt = Annotated[
     Path | None, typer.Option("--case", help="Case file (default: ./triage.toml if present).")

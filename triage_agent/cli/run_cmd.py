@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..config import load_case
 from ..ledger import Ledger
-from .common import CaseOpt, WorkspaceOpt, console
+from .common import CaseOpt, WorkspaceOpt, console, err_console
 
 DEMO_DIR = "demo-case"
 
@@ -71,7 +71,17 @@ def run(
             state.update(stage=stage, msg=msg)
             live.update(render())
 
-        result = run_workflow(cfg, ledger, opts, status)
+        try:
+            result = run_workflow(cfg, ledger, opts, status)
+        except KeyboardInterrupt:
+            # Every record is already durable; say where we stopped and how to go on.
+            ledger.note(f"interrupted during {state['stage']}: {state['msg']}", level="warning")
+            live.stop()
+            err_console.print(
+                f"[yellow]interrupted[/] during {state['stage']}: the ledger holds everything "
+                "recorded so far; run `triage run` again to resume"
+            )
+            raise typer.Exit(130) from None
     mm = result.mismatch
     if mm is not None:
         style = "bold red" if mm.given_step_wrong else "bold"
