@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..compare import compare_runs, export_perfetto, load_pair, load_run, to_markdown
+from ..compare import compare_runs, export_perfetto, load_pair, load_runs, to_markdown
 from ..compare.result import CompareResult, EventRef
 from .common import console
 
@@ -122,8 +122,7 @@ def compare(
     if b is None:
         run_a, run_b = load_pair(a, input_format)
     else:
-        run_a = load_run(a, input_format, strict=strict)
-        run_b = load_run(b, input_format, strict=strict)
+        run_a, run_b = load_runs(a, b, input_format, strict=strict)
     res = compare_runs(run_a, run_b, mapping=mapping, ranks=rank or None)
     if fmt is OutFormat.perfetto:
         path = export_perfetto(res, run_a, run_b, out or Path("compare_trace.json"))

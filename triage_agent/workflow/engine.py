@@ -29,7 +29,7 @@ from ..records import (
     HypothesisStatus,
     Verdict,
 )
-from ..runs import OUT_TOKEN, materialize
+from ..runs import OUT_TOKEN, materialize_case
 from .characterize import MismatchReport, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
 from .fixcheck import validate_fix, validate_revert
@@ -74,19 +74,15 @@ def _record_case(ledger: Ledger, case: Case) -> None:
 
 
 def baselines(case: Case, ledger: Ledger, opts: RunOptions, status: Status) -> tuple[Path | None, Path | None]:
+    """The untraced runs' metric files, launched once and cached in the workspace."""
     if not _relaunchable(case):
         return None, None
-    ws = Path(ledger.workspace)
-    outs = []
-    for run in (case.run_a, case.run_b):
-        status("baseline", f"run {run.name} (cached after the first time)")
-        o = materialize(run, ws, "baseline", timeout_s=opts.timeout_s, progress=lambda m: status("baseline", m))
-        if not o.ok:
-            raise InputError(f"baseline run {run.name} failed (exit codes {o.exit_codes}); see {o.logs[-2:] if o.logs else o.out_dir}")
+    status("baseline", "runs A and B, untraced (cached after the first time)")
+    outs = materialize_case(case, Path(ledger.workspace), progress=lambda m: status("baseline", m))
+    for o in outs:
         if not o.cached:
-            ledger.note(f"baseline run {run.name} took {o.seconds:.1f} s", argv=[" ".join(a) for a in o.argv], out_dir=o.out_dir)
-        outs.append(Path(o.metrics))
-    return outs[0], outs[1]
+            ledger.note(f"baseline run {o.run} took {o.seconds:.1f} s", argv=[" ".join(a) for a in o.argv], out_dir=o.out_dir)
+    return Path(outs[0].metrics), Path(outs[1].metrics)
 
 
 def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | None = None) -> WorkflowResult:

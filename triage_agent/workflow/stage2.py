@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..compare import CompareResult, compare_runs, confirm_bytes, load_run
+from ..compare import CompareResult, compare_runs, confirm_bytes, load_runs
 from ..compare.result import Divergence, EventRef
 from ..fingerprint import CaptureConfig
 from ..ledger import Ledger
@@ -29,7 +29,7 @@ from ..records import (
     Hypothesis,
     HypothesisStatus,
 )
-from ..runs import RunOutcome, materialize
+from ..runs import RunOutcome, materialize, materialize_case
 from .characterize import MismatchReport
 from .classify import _ATOMIC_OPS, _RANDOM_OPS, CLASSIFICATION, explains
 
@@ -133,7 +133,7 @@ def trace_and_compare(
         ev = Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.error, summary=f"{label}: no capture level gave a usable trace (failed or perturbed the run, see the notes); no trace comparison is trustworthy")
         ledger.add_evidence(ev)
         return None, ev
-    res = compare_runs(load_run(ta.trace_dir), load_run(tb.trace_dir), mapping=case.correspondence_map)
+    res = compare_runs(*load_runs(ta.trace_dir, tb.trace_dir), mapping=case.correspondence_map)
     argv = [a for cmd in tb.argv for a in [*cmd, ";"]][:-1]
     arts = [ledger.artifact(p, role=f"trace {out.run}") for out in (ta, tb) for p in sorted(Path(out.trace_dir).glob("trace_rank*.jsonl"))]
     origin = _origin(res)
@@ -190,10 +190,7 @@ def run_stage2(
         hyp = next((h for h in st.hypotheses.values() if final.id in [e.id for e in st.evidence_for(h.id)] and h.category != ""), None)
         return final, hyp
     ws = Path(ledger.workspace)
-    base = {}
-    for run in (case.run_a, case.run_b):
-        out = materialize(run, ws, "baseline", timeout_s=timeout_s)
-        base[run.name] = out.metrics
+    base = {o.run: o.metrics for o in materialize_case(case, ws)}
     n = rep.step
     window = (max(n - 1, 0), n)
     cfg = CaptureConfig(out_dir=ws / "unused", steps=window, level="module")
