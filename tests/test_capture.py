@@ -191,3 +191,46 @@ def test_capture_steps_outside_window_install_nothing(tmp_path):
     status = json.loads((tmp_path / "capture_rank00000.json").read_text())
     assert status["steps_seen"] == [0] and status["steps_traced"] == []
     assert not (tmp_path / "trace_rank00000.jsonl").exists()
+
+
+def test_capture_trace_lines_are_what_the_schema_writes(tmp_path):
+    # lines are built without the model on the hot path; they must be byte for byte what
+    # TraceEvent.model_dump_json(exclude_none=True) writes for the same event
+    m = _model()
+    cfg = CaptureConfig(out_dir=tmp_path, steps=(0, 1), level="op", digest="xor")
+    with Tracer(cfg) as tr:
+        _train(tr, 1, m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+        tr.step(1)
+        torch.nn.functional.dropout(torch.randn(4, 4), 0.5, training=True).topk(2)
+    lines = [x for x in (tmp_path / "trace_rank00000.jsonl").read_text().splitlines()]
+    events = [x for x in lines if json.loads(x)["type"] == "event"]
+    assert len(events) > 20
+    for line in events:
+        assert TraceEvent.model_validate_json(line).model_dump_json(exclude_none=True) == line
+    recs = [TraceEvent.model_validate_json(x) for x in events]
+    assert any(e.caller for e in recs) and any(e.meta.get("rng") for e in recs)
+    assert any(d is not None and d.order for e in recs for d in e.outputs)
+
+
+def test_capture_tensor_walk_matches_pytree():
+    from torch.utils._pytree import tree_leaves
+
+    from triage_agent.fingerprint.capture import _op_tensors, _tensors
+
+    a, b, c = torch.ones(1), torch.ones(2), torch.ones(3)
+    for obj in (
+        a,
+        (a, b),
+        [a, None, 3, b],
+        (a, [b, c]),
+        {"x": a, "y": (b, c)},
+        torch.return_types.topk((a, b)),
+        (a, torch.Size([2])),
+        "text",
+    ):
+        want = [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+        got = _tensors(obj)
+        assert [id(t) for t in got] == [id(t) for t in want]
+    args, kwargs = (a, [b, None, c], 2.0), {"out": c, "weight": b}
+    want = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    assert [id(t) for t in _op_tensors(args, kwargs)] == [id(t) for t in want]

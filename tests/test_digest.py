@@ -90,3 +90,22 @@ def test_digest_staged_values_resolve_only_at_readback():
     assert s.xor_value is None and isinstance(s.xor, torch.Tensor)
     readback([s, None])
     assert s.xor_value is not None and s.order_value is not None and s.xor is None
+
+
+def test_digest_bitcast_view_path_equals_contiguous_copy():
+    # the xor digest hashes a same-width integer view with no copy; it must equal the
+    # digest of the contiguous integer view (the order path's input) for any layout
+    base = torch.randn(6, 10, requires_grad=True)
+    for t in (
+        base * 1,
+        (base * 1).t(),
+        base.detach().bfloat16()[:, 2:7],
+        base.detach()[1:2].expand(4, 10),
+        base.detach().double()[::2],
+        torch.arange(12, dtype=torch.int8).reshape(3, 4).t(),
+    ):
+        fast = stage(t, "xor")
+        ref = dg.xor_digest(dg.int_view(t))
+        readback([fast])
+        assert fast.xor_value == ref.view(torch.int64).item()
+        assert digest_now(t, "xor")["digest"] == digest_now(t, "both")["digest"]
