@@ -17,12 +17,14 @@ import hmac
 import ipaddress
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -59,18 +61,24 @@ def _progress_sink(ctx: Context, min_interval_s: float = 0.1) -> Progress:
     """A progress callable usable from the worker thread a tool runs in.
 
     Throttled (a scan reports every file): at most one notification per ``min_interval_s``,
-    except the final one (done == total), which is always sent."""
+    except the final one (done == total), which is always sent. The event loop's token is
+    taken here, in the loop, because library code reports from threads of its own (a
+    launch's output watcher), not only from the tool's worker thread; concurrent reports
+    are serialised so the values the client sees only grow."""
     last = [0.0]
+    token = anyio.lowlevel.current_token()
+    lock = threading.Lock()
 
     def report(done: float, total: float | None = None, message: str | None = None) -> None:
-        now = time.monotonic()
-        if now - last[0] < min_interval_s and (total is None or done < total):
-            return
-        last[0] = now
-        try:
-            anyio.from_thread.run(ctx.report_progress, done, total, message)
-        except Exception as exc:  # noqa: BLE001 - progress must never fail the tool
-            log.warning("progress notification not delivered: %s", exc)
+        with lock:
+            now = time.monotonic()
+            if now - last[0] < min_interval_s and (total is None or done < total):
+                return
+            last[0] = now
+            try:
+                anyio.from_thread.run(ctx.report_progress, done, total, message, token=token)
+            except Exception as exc:  # noqa: BLE001 - progress must never fail the tool
+                log.warning("progress notification not delivered: %s", exc)
 
     return report
 
