@@ -234,3 +234,24 @@ def test_capture_tensor_walk_matches_pytree():
     args, kwargs = (a, [b, None, c], 2.0), {"out": c, "weight": b}
     want = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     assert [id(t) for t in _op_tensors(args, kwargs)] == [id(t) for t in want]
+
+
+def test_capture_optimizer_event_has_pre_step_inputs(tmp_path):
+    m = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    cfg = CaptureConfig(out_dir=tmp_path, steps=(0, 0), level="collective")
+    with Tracer(cfg) as tr:
+        tr.step(0)
+        m(torch.randn(3, 4)).sum().backward()
+        opt.step()
+        tr.end_step()
+    evs = [
+        r
+        for r in _read(tmp_path / "trace_rank00000.jsonl")
+        if isinstance(r, TraceEvent) and r.kind == "optimizer"
+    ]
+    assert evs
+    for ev in evs:
+        assert ev.meta["inputs"][:2] == ["param", "grad"]
+        assert ev.inputs[1] == ev.outputs[1]  # the gradient is read, not written
+        assert ev.inputs[0] != ev.outputs[0]  # the parameter moved

@@ -227,3 +227,39 @@ def test_materialize_case_returns_both_baselines_and_refuses_a_failure(tmp_path)
         materialize_case(failing)
     a2, b2 = materialize_case(failing, check=False)
     assert a2.cached and not b2.ok
+
+
+def test_join_trace_segments_keeps_dumps_reachable(tmp_path):
+    import json as _json
+
+    from triage_agent.runs import join_trace_segments
+
+    for k in range(2):
+        seg = tmp_path / f"seg{k}"
+        (seg / "dumps").mkdir(parents=True)
+        (seg / "dumps" / f"e{k}.pt").write_bytes(b"x")
+        lines = [
+            {"type": "header", "schema_version": 1, "run_id": "r", "rank": 0, "created": "t"},
+            {
+                "type": "event",
+                "seq": 0,
+                "step": k,
+                "kind": "op",
+                "name": "aten::add",
+                "dump": f"dumps/e{k}.pt",
+            },
+            {"type": "step_end", "step": k, "events": 1},
+            {"type": "end", "status": "ok", "steps": [k]},
+        ]
+        (seg / "trace_rank00000.jsonl").write_text("\n".join(_json.dumps(x) for x in lines) + "\n")
+    (out,) = join_trace_segments([tmp_path / "seg0", tmp_path / "seg1"], tmp_path)
+    recs = [_json.loads(x) for x in out.read_text().splitlines()]
+    events = [r for r in recs if r["type"] == "event"]
+    assert [e["seq"] for e in events] == [0, 1]
+    assert all((tmp_path / e["dump"]).is_file() for e in events)
+    assert recs[-1] == {
+        "type": "end",
+        "status": "ok",
+        "steps": [0, 1],
+        "note": "joined 2 segment(s)",
+    }

@@ -253,6 +253,8 @@ def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
                         rec["seq"] = seq
                         seq += 1
                         rec.setdefault("meta", {})["segment"] = i
+                        if rec.get("dump"):  # dumps stay in the segment's folder
+                            rec["dump"] = os.path.relpath(f.parent / rec["dump"], out)
                         line = json.dumps(rec, separators=(",", ":"))
                     w.write(line + "\n")
             end = {

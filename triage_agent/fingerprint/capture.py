@@ -172,6 +172,7 @@ class Tracer:
         self._seq = 0
         self._calls: dict[tuple[str, str], int] = {}
         self._events: list[PendingEvent] = []
+        self._opt_inputs: dict[int, dict] = {}
         self._cache: dict[tuple, tuple[weakref.ref, Staged]] = {}
         self._uninit: set[tuple | None] = set()
         self._stack: list[tuple[str, list[Staged | None]]] = []
@@ -652,6 +653,18 @@ class Tracer:
     # optimizer
     def _on_optimizer_pre(self, opt, args, kwargs) -> None:
         self._in_optimizer += 1
+        if self._gate():
+            # The step's inputs: each parameter, its gradient and its state before the update
+            # (staged now, on the stream the update will run on, so they read the old values).
+            pre = {}
+            for g, group in enumerate(opt.param_groups):
+                for i, p in enumerate(group["params"]):
+                    state = opt.state.get(p, {})
+                    keys = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
+                    ts = [p] + ([p.grad] if p.grad is not None else []) + [state[k] for k in keys]
+                    names = ["param"] + (["grad"] if p.grad is not None else []) + keys
+                    pre[(g, i)] = (names, self._stage_all(ts, self.config.digest))
+            self._opt_inputs[id(opt)] = pre
 
     def _on_optimizer_step(self, opt, args, kwargs) -> None:
         self._in_optimizer = max(0, self._in_optimizer - 1)
@@ -665,6 +678,7 @@ class Tracer:
     def _record_optimizer(self, opt: torch.optim.Optimizer) -> None:
         caller = _caller()
         oname = type(opt).__name__
+        pre = self._opt_inputs.pop(id(opt), {})
         for g, group in enumerate(opt.param_groups):
             for i, p in enumerate(group["params"]):
                 pname = self.scopes.param_names.get(id(p), f"group{g}.param{i}")
@@ -672,9 +686,13 @@ class Tracer:
                 keys = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
                 tensors = [p] + ([p.grad] if p.grad is not None else [])
                 tensors += [state[k] for k in keys]
-                ev = self._new_event("optimizer", pname, oname, "optimizer", [], caller=caller)
+                in_names, staged_in = pre.get((g, i), ([], []))
+                ev = self._new_event(
+                    "optimizer", pname, oname, "optimizer", staged_in, caller=caller
+                )
                 ev.outputs = self._stage_all(tensors, self.config.digest)
                 ev.meta = {
+                    "inputs": in_names,
                     "tensors": ["param"] + (["grad"] if p.grad is not None else []) + keys,
                     "scalars": {
                         k: repr(v) for k, v in state.items() if not isinstance(v, torch.Tensor)
