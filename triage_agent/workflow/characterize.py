@@ -98,6 +98,8 @@ def characterize(
     if len(diff.ranks) > 1:
         phases.append("multi-rank")
         facts.append(f"{len(diff.ranks)} ranks; step {n} differs on ranks {ranks}")
+    if case.run_a.model_dump(exclude={"name"}) == case.run_b.model_dump(exclude={"name"}):
+        facts.append("A and B are the same command: the difference is run-to-run nondeterminism")
     env_a, env_b = case.run_a.env, case.run_b.env
     env_diff = {
         k: (env_a.get(k), env_b.get(k))
