@@ -51,6 +51,7 @@ DEFAULT_INHERIT = (
     "LC_ALL",
     "TMPDIR",
     "VIRTUAL_ENV",
+    "PYTHONPATH",  # where the environment's packages are found, like VIRTUAL_ENV
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
     "CUDA_VISIBLE_DEVICES",
