@@ -27,7 +27,8 @@ HYPER = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1}
 
 
 def flat(tensors, torch):
-    return torch.cat([t.detach().float().reshape(-1) for t in tensors])
+    # On the host: the snapshots mix the engine's device and the CPU initial weights.
+    return torch.cat([t.detach().float().reshape(-1).cpu() for t in tensors])
 
 
 def snapshot(opt, torch):
@@ -154,7 +155,7 @@ def main(params):
     module_changed = [
         i
         for i, (p, q) in enumerate(zip(module_params, init, strict=True))
-        if not torch.equal(p.detach(), q.to(p.dtype))
+        if not torch.equal(p.detach(), q.to(p.device, p.dtype))
     ]
     if module_changed:
         problems.append(
