@@ -16,7 +16,8 @@ from triage_agent.errors import InputError
 
 DS_ROOT = Path(deepspeed.__file__).resolve().parent
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SARIF_SCHEMA = REPO_ROOT.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+# The official OASIS SARIF 2.1.0 schema, vendored so the test runs on any clone.
+SARIF_SCHEMA = REPO_ROOT / "tests" / "fixtures" / "schemas" / "sarif-schema-2.1.0.json"
 
 BUGGY = """import torch.distributed as dist
 
