@@ -89,22 +89,38 @@ def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
     static = ledger.add_evidence(
         Evidence(hypotheses=[h.id], kind=EvidenceKind.static, result=EvidenceResult.observed, summary="probe hit")
     )
+    with pytest.raises(LedgerError, match="must name the supported hypothesis"):
+        ledger.set_verdict(Verdict(classification=Classification.bug, statement="x", evidence=[static.id]))
+    with pytest.raises(LedgerError, match="not supported"):
+        ledger.set_verdict(Verdict(hypothesis=h.id, classification=Classification.unknown, statement="x"))
+    refuted = ledger.add_evidence(
+        Evidence(hypotheses=[h.id], kind=EvidenceKind.reproducer, result=EvidenceResult.refuted, summary="no")
+    )
+    other = ledger.add_evidence(
+        Evidence(hypotheses=["H-other"], kind=EvidenceKind.rerun, result=EvidenceResult.supported, summary="other")
+    )
+    ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
     with pytest.raises(LedgerError, match="execution evidence"):
         ledger.set_verdict(
-            Verdict(classification=Classification.bug, statement="x", evidence=[static.id])
-        )
-    with pytest.raises(LedgerError, match="not supported"):
-        ledger.set_verdict(
-            Verdict(hypothesis=h.id, classification=Classification.unknown, statement="x")
+            Verdict(hypothesis=h.id, classification=Classification.bug, statement="x", evidence=[static.id, refuted.id, other.id])
         )
     run = ledger.add_evidence(
         Evidence(hypotheses=[h.id], kind=EvidenceKind.reproducer, result=EvidenceResult.supported, summary="ran")
     )
-    ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
     ledger.set_verdict(
         Verdict(hypothesis=h.id, classification=Classification.bug, statement="x", evidence=[static.id, run.id])
     )
     assert ledger.state().verdict.hypothesis == h.id
+
+
+def test_ledger_evidence_recorded_twice_under_one_id_is_kept_once(tmp_path):
+    ledger = Ledger(tmp_path)
+    ev = Evidence(kind=EvidenceKind.static, result=EvidenceResult.observed, summary="first")
+    ledger.add_evidence(ev)
+    ledger.note("between")
+    ledger.add_evidence(ev.model_copy(update={"summary": "again"}))
+    st = ledger.state()
+    assert [e.summary for e in st.evidence] == ["again"]
 
 
 def test_ledger_unknown_evidence_in_verdict_is_refused(tmp_path):

@@ -163,6 +163,13 @@ class Ledger:
         return ev
 
     def set_verdict(self, verdict: Verdict) -> Verdict:
+        """Record a verdict; refuse one the evidence does not carry.
+
+        Anything but ``unknown`` must name a supported hypothesis and cite, in its chain, at
+        least one piece of execution evidence about that hypothesis whose result is
+        ``supported`` (a reproducer, a replay, a rerun under one policy, ...). A static
+        finding, a refuted reproducer or an inconclusive trace never carries a verdict.
+        """
         state = self.state()
         from .records import EXECUTION_KINDS
 
@@ -170,13 +177,6 @@ class Ledger:
         missing = set(verdict.evidence) - {e.id for e in chain}
         if missing:
             raise LedgerError(f"verdict cites unknown evidence: {', '.join(sorted(missing))}")
-        if verdict.classification != "unknown" and not any(
-            e.kind in EXECUTION_KINDS and e.result != "error" for e in chain
-        ):
-            raise LedgerError(
-                "a verdict other than 'unknown' needs execution evidence "
-                "(reproducer, trace, byte compare, replay or rerun) in its chain"
-            )
         if verdict.hypothesis is not None:
             hyp = state.hypotheses.get(verdict.hypothesis)
             if hyp is None:
@@ -185,6 +185,22 @@ class Ledger:
                 raise LedgerError(
                     f"hypothesis {hyp.id} is {hyp.status.value}, not supported: "
                     "only a supported hypothesis can carry a verdict"
+                )
+        if verdict.classification != "unknown":
+            if verdict.hypothesis is None:
+                raise LedgerError(
+                    f"a '{verdict.classification.value}' verdict must name the supported "
+                    "hypothesis it rests on; without one the honest verdict is 'unknown'"
+                )
+            if not any(
+                e.kind in EXECUTION_KINDS
+                and e.result == "supported"
+                and verdict.hypothesis in e.hypotheses
+                for e in chain
+            ):
+                raise LedgerError(
+                    "a verdict other than 'unknown' needs execution evidence in its chain "
+                    f"(reproducer, replay, byte compare, trace or rerun) that supports {verdict.hypothesis}"
                 )
         self.append("verdict", verdict)
         return verdict
@@ -245,6 +261,10 @@ class Ledger:
                     f"{self.path}: event {lineno} ({ev.kind}) does not validate: "
                     f"{exc.errors()[0]['msg']}"
                 ) from None
+        # Evidence recorded again under the same id (work redone after an interruption)
+        # keeps its first position and its latest content.
+        by_id = {e.id: e for e in st.evidence}
+        st.evidence = [by_id[i] for i in dict.fromkeys(e.id for e in st.evidence)]
         return st
 
 

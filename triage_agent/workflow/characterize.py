@@ -96,8 +96,11 @@ def characterize(
         facts.append(f"gradient accumulation over {gas} micro-batches ends at every logged step")
     ranks = sorted({m.rank for m in diff.mismatches})
     if len(diff.ranks) > 1:
-        phases.append("multi-rank")
         facts.append(f"{len(diff.ranks)} ranks; step {n} differs on ranks {ranks}")
+        if len(ranks) < len(diff.ranks):
+            # Some ranks still agree: what differs is local to the others (a collective's
+            # contribution, an uneven shard, a rank-only code path).
+            phases.append("multi-rank")
     if case.run_a.model_dump(exclude={"name"}) == case.run_b.model_dump(exclude={"name"}):
         facts.append("A and B are the same command: the difference is run-to-run nondeterminism")
     env_a, env_b = case.run_a.env, case.run_b.env

@@ -55,7 +55,7 @@ def explains(category: str, event: dict) -> bool:
     if category == "rng-state":
         return bool(_RANDOM_OPS.search(name)) or bool(event.get("meta", {}).get("rng_differs"))
     if category == "nondeterminism":
-        return bool(_ATOMIC_OPS.search(name)) or kind == "op"
+        return bool(_ATOMIC_OPS.search(name))
     if category in ("casts", "accumulation"):
         return kind in ("optimizer", "collective") or bool(re.search(r"to_copy|copy_|add|sum|_to|div", name))
     if category == "collectives":

@@ -112,6 +112,7 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
         rep,
         max_hypotheses=opts.max_hypotheses,
         timeout_s=opts.timeout_s,
+        deadline=deadline,
         on_status=lambda m: status("stage 1", m),
     )
     st = ledger.state()
@@ -126,52 +127,86 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
         trace_ev, origin_hyp = run_stage2(
             case, ledger, rep, supported, timeout_s=opts.timeout_s, on_status=lambda m: status("stage 2", m)
         )
-    st = ledger.state()
-    supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
-    if not supported and origin_hyp is not None and ma is not None:
+    candidates = _candidates(ledger, trace_ev)
+    if not candidates and origin_hyp is not None and ma is not None:
         # The trace origin is only a hypothesis until an intervention moves the bits.
+        origin_hyp = ledger.state().hypotheses.get(origin_hyp.id, origin_hyp)
         policy = FIX_POLICY.get(origin_hyp.category)
-        if policy and time.monotonic() < deadline:
-            ev = validate_fix(case, ledger, policy, [origin_hyp.id], str(ma), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m))
+        if origin_hyp.status == HypothesisStatus.supported:
+            candidates = [origin_hyp]
+        elif policy and _time_left(ledger, deadline, "validating the trace origin's fix"):
+            ev = _prior_rerun(ledger, origin_hyp.id) or validate_fix(
+                case, ledger, policy, [origin_hyp.id], str(ma), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+            )
             if ev.result == EvidenceResult.supported:
-                supported = [ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)]
+                candidates = [ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)]
 
-    verdict = decide(case, ledger, rep, supported, trace_ev, ma, opts, status)
+    verdict = decide(case, ledger, rep, candidates, trace_ev, ma, opts, status, deadline)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
 
 
-def _best(supported: list[Hypothesis], trace_ev: Evidence | None) -> Hypothesis | None:
-    if not supported:
-        return None
-    if trace_ev is not None:
-        explained = set(trace_ev.data.get("explains", []))
-        for h in supported:
-            if h.id in explained:
-                return h
-    return supported[0]
+def _time_left(ledger: Ledger, deadline: float, what: str) -> bool:
+    if time.monotonic() < deadline:
+        return True
+    ledger.note(f"budget reached: not {what}; `triage run --budget-minutes M` resumes with more time", level="warning")
+    return False
+
+
+def _prior_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
+    prior = [e for e in ledger.state().evidence_for(hyp_id) if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error]
+    return prior[-1] if prior else None
+
+
+def _candidates(ledger: Ledger, trace_ev: Evidence | None) -> list[Hypothesis]:
+    """Supported hypotheses that may carry the verdict.
+
+    When the trace found an origin, only hypotheses that explain it qualify: a hypothesis a
+    reproducer supports in isolation but that predicts a different first divergence than the
+    one observed is not the cause of this mismatch, and the ledger says so.
+    """
+    st = ledger.state()
+    supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
+    if trace_ev is None or not trace_ev.data.get("origin"):
+        return supported
+    explained = set(trace_ev.data.get("explains", []))
+    keep = [h for h in supported if h.id in explained or trace_ev.data.get("origin_hypothesis") == h.id]
+    dropped = [h.id for h in supported if h not in keep]
+    if dropped:
+        ledger.note(
+            f"supported hypotheses {', '.join(dropped)} do not explain the observed first divergence "
+            f"({trace_ev.data.get('origin_location')}); they are not taken as its cause"
+        )
+    return keep
 
 
 def decide(
     case: Case,
     ledger: Ledger,
     rep: MismatchReport,
-    supported: list[Hypothesis],
+    candidates: list[Hypothesis],
     trace_ev: Evidence | None,
     baseline_a: Path | None,
     opts: RunOptions,
     status: Status,
+    deadline: float,
 ) -> Verdict:
     st = ledger.state()
-    if st.verdict is not None and "verdict" in st.stages_done():
+    # Reuse a recorded verdict only if nothing was learnt since (a resumed run may have).
+    if (
+        st.verdict is not None
+        and "verdict" in st.stages_done()
+        and not any(e.created > st.verdict.created for e in st.evidence)
+    ):
         return st.verdict
-    hyp = _best(supported, trace_ev)
+    hyp = candidates[0] if candidates else None
     chain: list[str] = [e.id for e in st.evidence if e.kind == EvidenceKind.metrics][-1:]
     if hyp is None:
-        where = trace_ev.data.get("origin_location") if trace_ev else None
+        where = (trace_ev.data.get("origin_location") or trace_ev.data.get("first_location")) if trace_ev else None
         v = Verdict(
             classification=Classification.unknown,
             statement=(
-                f"metric bits first differ at step {rep.step}; no hypothesis was supported by execution evidence"
+                f"metric bits first differ at step {rep.step}; no hypothesis that explains the "
+                "observed divergence was supported by execution evidence"
                 + (f"; the first divergence observed is {where}" if where else "")
             ),
             location=where,
@@ -182,27 +217,33 @@ def decide(
         ledger.set_verdict(v)
         ledger.stage("verdict", "done")
         return v
-    repro = [e.id for e in st.evidence_for(hyp.id) if e.kind == EvidenceKind.reproducer and e.result == EvidenceResult.supported]
-    chain += repro
+    chain += [
+        e.id
+        for e in st.evidence_for(hyp.id)
+        if e.kind in (EvidenceKind.reproducer, EvidenceKind.replay, EvidenceKind.byte_compare)
+        and e.result == EvidenceResult.supported
+    ]
     if trace_ev is not None:
         chain.append(trace_ev.id)
-    chain += [e.id for e in st.evidence_for(hyp.id) if e.kind in (EvidenceKind.replay, EvidenceKind.byte_compare)]
-    policy = FIX_POLICY.get(hyp.category)
-    fix_ev: Evidence | None = None
-    if policy and baseline_a is not None and _relaunchable(case):
-        prior = [e for e in st.evidence_for(hyp.id) if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error]
-        fix_ev = prior[-1] if prior else validate_fix(
-            case, ledger, policy, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
-        )
-        chain.append(fix_ev.id)
     findings = [st.findings[f] for f in hyp.findings if f in st.findings]
-    if policy is None and rep.source_differs and findings and baseline_a is not None and _relaunchable(case):
-        prior = [e for e in st.evidence_for(hyp.id) if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error]
-        fix_ev = prior[-1] if prior else validate_revert(
-            case, ledger, findings[0].file, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
-        )
-        if fix_ev is not None:
-            chain.append(fix_ev.id)
+    policy = FIX_POLICY.get(hyp.category)
+    fix_ev: Evidence | None = _prior_rerun(ledger, hyp.id)
+    if (
+        fix_ev is None
+        and baseline_a is not None
+        and _relaunchable(case)
+        and _time_left(ledger, deadline, "validating the fix")
+    ):
+        if policy:
+            fix_ev = validate_fix(
+                case, ledger, policy, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+            )
+        elif rep.source_differs and findings:
+            fix_ev = validate_revert(
+                case, ledger, findings[0].file, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+            )
+    if fix_ev is not None:
+        chain.append(fix_ev.id)
     loc_parts = []
     if findings:
         f = findings[0]
@@ -210,8 +251,12 @@ def decide(
     if trace_ev is not None and trace_ev.data.get("origin_location"):
         loc_parts.append(f"first divergence: {trace_ev.data['origin_location']}")
     fix_text = FIX_TEXT.get(hyp.category, "")
-    if fix_ev is not None:
-        fix_text += f". Validated: {fix_ev.summary}" if fix_ev.result == EvidenceResult.supported else f". Not validated: {fix_ev.summary}"
+    if fix_ev is None:
+        fix_text += ". Not validated: no intervention was run (no policy or revert applies, or no relaunch)"
+    elif fix_ev.result == EvidenceResult.supported:
+        fix_text += f". Validated: {fix_ev.summary}"
+    else:
+        fix_text += f". Not validated: {fix_ev.summary}"
     v = Verdict(
         hypothesis=hyp.id,
         classification=CLASSIFICATION.get(hyp.category, Classification.unknown),

@@ -38,6 +38,16 @@ def validate_fix(
             out_a = materialize(case.run_a, ws, f"policy-{policy}", policies=[policy], timeout_s=timeout_s, progress=on_status)
             a_metrics = out_a.metrics
             argv += [";", *[a for cmd in out_a.argv for a in [*cmd, ";"]][:-1]]
+            if not out_a.ok:
+                last = Evidence(
+                    hypotheses=hypotheses,
+                    kind=EvidenceKind.rerun,
+                    result=EvidenceResult.error,
+                    summary=f"rerun of A under policy {policy} failed: {out_a.error or out_a.exit_codes}",
+                    argv=argv,
+                )
+                ledger.add_evidence(last)
+                return last
         else:
             a_metrics = baseline_a_metrics
         if not out_b.ok:

@@ -182,11 +182,7 @@ def test_hypothesis(
                 summary=f"no reproducer could be run for {finding.probe_id}: {exc}",
             )
         )
-    status = {
-        EvidenceResult.supported: HypothesisStatus.supported,
-        EvidenceResult.refuted: HypothesisStatus.refuted,
-    }.get(ev.result, HypothesisStatus.inconclusive)
-    ledger.update_hypothesis(hyp.id, status=status)
+    ledger.update_hypothesis(hyp.id, status=_STATUS.get(ev.result, HypothesisStatus.inconclusive))
     return ev
 
 
@@ -197,8 +193,11 @@ def run_stage1(
     *,
     max_hypotheses: int,
     timeout_s: float,
+    deadline: float | None = None,
     on_status: Callable[[str], None] = lambda s: None,
 ) -> Stage1Result:
+    import time
+
     from probes.scan import run_scan
 
     state = ledger.state()
@@ -206,8 +205,12 @@ def run_stage1(
         req = scan_request(case, rep)
         on_status(f"scanning {len(req.paths)} path(s), phase {req.phase}")
         res = run_scan(req)
-        findings = rerank(res.findings, called_from_case(case))
-        for f in findings[: max(20, max_hypotheses * 5)]:
+        # Ids from content: a scan redone after an interruption rewrites the same records.
+        findings = [
+            f.model_copy(update={"id": _content_id("F", f.probe_id, f.file, f.line_start)})
+            for f in rerank(res.findings, called_from_case(case))[: max(20, max_hypotheses * 5)]
+        ]
+        for f in findings:
             ledger.add_finding(f)
         summary = (
             f"scanned {res.files_scanned}/{res.files_total} files ({res.lines} lines) in "
@@ -216,30 +219,51 @@ def run_stage1(
         )
         ledger.add_evidence(
             Evidence(
+                id=_content_id("E", "scan", summary),
                 kind=EvidenceKind.static,
                 result=EvidenceResult.observed,
                 summary=summary,
-                data={"request": req.model_dump(mode="json"), "top": [f.id for f in findings[:20]]},
+                data={"request": req.model_dump(mode="json"), "top": [f.id for f in findings]},
             )
         )
         for h in hypotheses_from_findings(findings, max_hypotheses):
-            ledger.put_hypothesis(h)
+            ledger.put_hypothesis(h.model_copy(update={"id": _content_id("H", *h.findings)}))
         ledger.stage("scan", "done", summary=summary)
         state = ledger.state()
-    out = Stage1Result(scanned=next((s.get("summary", "") for s in state.stages if s["stage"] == "scan"), ""), findings=len(state.findings))
+    out = Stage1Result(
+        scanned=next((s.get("summary", "") for s in state.stages if s["stage"] == "scan"), ""),
+        findings=len(state.findings),
+    )
     for hyp in list(state.hypotheses.values()):
-        if hyp.reproducer is None:
+        if hyp.reproducer is None or not hyp.findings or hyp.findings[0] not in state.findings:
             continue
         out.hypotheses.append(hyp.id)
         done = [e for e in state.evidence_for(hyp.id) if e.kind == EvidenceKind.reproducer]
+        if done and hyp.status == HypothesisStatus.open:
+            # Interrupted between the evidence and the status update: the evidence decides.
+            hyp = ledger.update_hypothesis(hyp.id, status=_STATUS.get(done[-1].result, HypothesisStatus.inconclusive))
         if hyp.status == HypothesisStatus.supported:
             break  # ranked order: the first supported hypothesis goes on to the trace check
         if not done and hyp.status == HypothesisStatus.open:
+            if deadline is not None and time.monotonic() >= deadline:
+                ledger.note(f"budget reached: {hyp.id} and later hypotheses left untested", level="warning")
+                break
             on_status(f"testing {hyp.id}: {hyp.statement[:70]}")
-            finding = state.findings[hyp.findings[0]]
-            ev = test_hypothesis(ledger, case, hyp, finding, timeout_s)
+            ev = test_hypothesis(ledger, case, hyp, state.findings[hyp.findings[0]], timeout_s)
             if ev.result == EvidenceResult.supported:
                 break
     state = ledger.state()
     out.supported = [h.id for h in state.hypotheses.values() if h.status == HypothesisStatus.supported]
     return out
+
+
+_STATUS = {
+    EvidenceResult.supported: HypothesisStatus.supported,
+    EvidenceResult.refuted: HypothesisStatus.refuted,
+}
+
+
+def _content_id(prefix: str, *parts: object) -> str:
+    import hashlib
+
+    return f"{prefix}-" + hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:10]

@@ -165,7 +165,11 @@ def trace_and_compare(
         result = EvidenceResult.observed
     unmatched = sum(r.unmatched_total for r in res.ranks)
     if unmatched:
-        summary += f"; {unmatched} unmatched event(s) reported"
+        summary += f"; {unmatched} unmatched event(s), listed in the evidence data"
+    if not res.complete:
+        summary += f"; INCOMPLETE comparison: {'; '.join(res.warnings)}"
+        if res.status == "identical":
+            result = EvidenceResult.inconclusive
     widen = next((r.outside_scope for r in res.ranks if r.outside_scope), None)
     ev = Evidence(
         kind=EvidenceKind.trace_compare,
@@ -183,6 +187,13 @@ def trace_and_compare(
             "widen": widen.model_dump_json(exclude_none=True) if widen else None,
             "summary": res.summary.model_dump(mode="json"),
             "trace_dirs": {"a": ta.trace_dir, "b": tb.trace_dir},
+            "complete": res.complete,
+            "warnings": res.warnings,
+            "unmatched": [
+                {"rank": r.rank, "reason": u.reason, "other_index": u.other_index, **u.event.model_dump(include={"run", "index", "step", "kind", "scope", "name", "call"})}
+                for r in res.ranks
+                for u in r.unmatched[:50]
+            ],
         },
     )
     return res, ev
@@ -199,10 +210,11 @@ def run_stage2(
 ) -> tuple[Evidence | None, Hypothesis | None]:
     st = ledger.state()
     prior = [e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.result != EvidenceResult.error]
-    if "trace" in st.stages_done() and prior:
-        final = prior[-1]
-        hyp = next((h for h in st.hypotheses.values() if final.id in [e.id for e in st.evidence_for(h.id)] and h.category != ""), None)
-        return final, hyp
+    done = [x for x in st.stages if x["stage"] == "trace" and x.get("status") == "done"]
+    if done and prior:
+        mark = done[-1]
+        final = next((e for e in prior if e.id == mark.get("evidence")), prior[-1])
+        return final, st.hypotheses.get(mark.get("origin_hypothesis") or "")
     ws = Path(ledger.workspace)
     base = {o.run: o.metrics for o in materialize_case(case, ws)}
     n = rep.step
@@ -239,7 +251,7 @@ def run_stage2(
             else:
                 ev2.summary += "; op level shows no origin inside the module: the module-level origin stands"
                 ledger.add_evidence(ev2)
-                ev = None
+                ev = final  # the module-level evidence is recorded again below, with its cross-check
     explained = []
     if origin is not None:
         ref = origin.b or origin.a
@@ -259,7 +271,7 @@ def run_stage2(
         for h in supported:
             verdict_text = "explains" if h.id in explained else "does NOT explain"
             ledger.note(f"trace cross-check: {h.id} ({h.category}) {verdict_text} the first divergence at {_where(ref)}")
-    if ev is not None:
+    if ev is not None and res is not None:
         ev.data["explains"] = explained
         ev.hypotheses = [h.id for h in supported]
         ledger.add_evidence(ev)
@@ -268,7 +280,7 @@ def run_stage2(
     if origin is not None:
         confirm = _byte_confirm(ledger, origin, final)
         hyp = _origin_hypothesis(ledger, origin, supported, explained, final, confirm)
-    ledger.stage("trace", "done")
+    ledger.stage("trace", "done", evidence=final.id, origin_hypothesis=hyp.id if hyp else None)
     return final, hyp
 
 
@@ -372,7 +384,8 @@ def _replay(ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evide
     ev = Evidence(
         hypotheses=[hyp.id],
         kind=EvidenceKind.replay,
-        result=EvidenceResult.supported,
+        # Supported only when the one changed policy removes the variation as well.
+        result=EvidenceResult.supported if ok else EvidenceResult.inconclusive,
         summary=(
             f"{ref.name} on its captured inputs gave {as_is.data.get('distinct_runs')} distinct outputs in 8 runs ({as_is.id}); "
             + ("with deterministic algorithms every run was identical" if ok else f"with deterministic algorithms: {det.summary}")
