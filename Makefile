@@ -16,15 +16,16 @@ $(BIN)/triage: pyproject.toml
 setup: $(BIN)/triage
 
 demo: setup
-	$(BIN)/triage run --mismatch-step 37
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/triage run --mismatch-step 37
 
 # The report test renders the HTML page in Debian's headless Chromium.
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# Tests run as in an activated environment: `python`, `triage` and `deepspeed` are the venv's.
 test: setup browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

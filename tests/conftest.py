@@ -1,6 +1,3 @@
-import os
-import shutil
-
 import pytest
 
 
@@ -23,8 +20,3 @@ def pytest_collection_modifyitems(config, items):
 def chdir_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-@pytest.fixture(scope="session")
-def deepspeed_available():
-    return shutil.which("deepspeed") is not None or os.environ.get("DS_SKIP") is None
