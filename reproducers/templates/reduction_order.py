@@ -50,13 +50,15 @@ def rank_body(rank, world_size, backend, dtype_name):
             reverse = reverse + p
         if device.type == "cuda":
             torch.cuda.synchronize()
-        return {
+        out = {
             "all_reduce": sha(reduced),
             "fixed_order": sha(fixed),
             "reverse_order": sha(reverse),
             "elements_differing": int((reduced.cpu().float() != fixed.cpu().float()).sum()),
             "device": str(device),
         }
+        dist.barrier()  # no rank tears the group down while a peer still reads
+        return out
     finally:
         dist.destroy_process_group()
 
@@ -119,6 +121,9 @@ def main(params):
         dist.init_process_group("gloo", rank=rank, world_size=launched)
         gathered = [None] * launched
         dist.all_gather_object(gathered, value)
+        # A rank that tears down while its peer still reads the last bytes resets the
+        # connection (gloo): meet once more before leaving.
+        dist.barrier()
         dist.destroy_process_group()
         if rank == 0:
             decide(
