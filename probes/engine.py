@@ -13,7 +13,7 @@ followed. Predicates see one file at a time.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -304,7 +304,3 @@ class Engine:
 
 def default_hit(m: Match) -> Hit:
     return Hit(Unit.line(m.anchor), Unit.end_line(m.anchor))
-
-
-def probes_by_id(probes: Iterable[Probe]) -> dict[str, Probe]:
-    return {p.id: p for p in probes}

@@ -90,13 +90,6 @@ def init_reach(unit: Unit) -> dict[int, str]:
     return out
 
 
-def call_names(unit: Unit, funcs: Iterable[Func]) -> list[tuple[str, Node]]:
-    out: list[tuple[str, Node]] = []
-    for f in funcs:
-        out.extend(unit.calls_of(f))
-    return out
-
-
 def collective_lines(unit: Unit, f: Func) -> list[int]:
     return [Unit.line(n) for name, n in unit.calls_of(f) if name in COLLECTIVES]
 

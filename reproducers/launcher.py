@@ -36,6 +36,7 @@ from triage_agent.ledger import Ledger, sha256_file
 from triage_agent.paths import contained
 from triage_agent.provenance import capture
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
+from triage_agent.runs import free_port
 
 from .generator import REPRO_SUBDIR, GeneratedReproducer, recorded
 from .params import OUTPUT_SCHEMA, ReproducerOutput, template_info
@@ -248,14 +249,6 @@ def _argv_for(launcher: Launcher, program: Path, ranks: int, port: int) -> list[
     return [ds, f"--num_gpus={ranks}", f"--master_port={port}", str(program)]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def resolve_recorded(
     generated_or_id: GeneratedReproducer | str, ledger: Ledger
 ) -> GeneratedReproducer:
@@ -358,7 +351,7 @@ def launch(
     stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     run_dir = program.parent / "runs" / f"{gen.id}-{stamp}"
     run_dir.mkdir(parents=True)
-    argv = _argv_for(launcher, program, ranks, _free_port())
+    argv = _argv_for(launcher, program, ranks, free_port())
     env = policy.build()
     outcome = run_argv(argv, run_dir, env, timeout, output_cap)
     result, summary, data = interpret(outcome, gen.template)

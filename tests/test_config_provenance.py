@@ -46,8 +46,14 @@ def test_config_flag_overrides_file(tmp_path):
     "text, needle",
     [
         (GOOD.replace("mismatch_step = 37", 'mismatch_step = "soon"'), "case.mismatch_step"),
-        (GOOD.replace('launch = [["python", "train.py"]]', 'launch = "python train.py"'), "runs.a.launch"),
-        (GOOD.replace("[runs.b]", "[runs.c]").replace("[runs.b.source]", "[runs.c.source]"), "[runs.a] and [runs.b]"),
+        (
+            GOOD.replace('launch = [["python", "train.py"]]', 'launch = "python train.py"'),
+            "runs.a.launch",
+        ),
+        (
+            GOOD.replace("[runs.b]", "[runs.c]").replace("[runs.b.source]", "[runs.c.source]"),
+            "[runs.a] and [runs.b]",
+        ),
         (GOOD + "\nbogus = 1\n", "runs.b.source.bogus"),
         ("[case\n", "not valid TOML"),
     ],
@@ -64,12 +70,34 @@ def test_config_missing_named_file_is_an_error(tmp_path):
         load_case(tmp_path / "nope.toml")
 
 
+def test_config_directory_or_non_utf8_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_case(tmp_path)
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(b'[case]\nname = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_case(bad)
+
+
+def test_cli_run_with_directory_case_is_one_line_error(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", "run", "--case", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and "not a regular file" in out.stderr
+
+
 def test_provenance_reads_git_revision_and_dirty_flag(tmp_path):
     repo = git.Repo.init(tmp_path)
     (tmp_path / "a.py").write_text("x = 1\n")
     repo.index.add(["a.py"])
     commit = repo.index.commit("one")
-    prov = capture(repos={"src": str(tmp_path)}, environ={"NCCL_ALGO": "Ring", "HOME": "/root", "NVTE_FLASH_ATTN": "0"})
+    prov = capture(
+        repos={"src": str(tmp_path)},
+        environ={"NCCL_ALGO": "Ring", "HOME": "/root", "NVTE_FLASH_ATTN": "0"},
+    )
     assert prov.git["src"]["rev"] == commit.hexsha
     assert prov.git["src"]["dirty"] is False
     assert prov.env == {"NCCL_ALGO": "Ring", "NVTE_FLASH_ATTN": "0"}
@@ -79,7 +107,9 @@ def test_provenance_reads_git_revision_and_dirty_flag(tmp_path):
 
 
 def test_provenance_non_git_directory_is_reported_not_raised(tmp_path):
-    assert capture(repos={"x": str(tmp_path)}, import_torch=False).git["x"] == {"error": "not a git repository"}
+    assert capture(repos={"x": str(tmp_path)}, import_torch=False).git["x"] == {
+        "error": "not a git repository"
+    }
 
 
 def test_numeric_env_keeps_only_numerics():
@@ -111,11 +141,38 @@ def test_paths_split_range():
 
 
 def test_cli_version_and_empty_ledger(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "triage_agent.cli.app", "--version"], capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.startswith("bitwise-triage ")
     out = subprocess.run(
-        [sys.executable, "-m", "triage_agent.cli.app", "ledger", "export", "--format", "json", "-w", str(tmp_path)],
+        [sys.executable, "-m", "triage_agent.cli.app", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.startswith("bitwise-triage ")
+    (tmp_path / "ledger.jsonl").write_text("")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triage_agent.cli.app",
+            "ledger",
+            "export",
+            "--format",
+            "json",
+            "-w",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
     )
     assert out.returncode == 0 and '"hypotheses": {}' in out.stdout
+
+
+@pytest.mark.parametrize("cmd", [["show"], ["export", "--format", "json"], ["export"]])
+def test_cli_ledger_missing_workspace_is_one_line_error(tmp_path, cmd):
+    missing = tmp_path / "no-such-workspace"
+    out = subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", "ledger", *cmd, "-w", str(missing)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2, out.stdout
+    assert "Traceback" not in out.stderr
+    assert "no ledger at" in out.stderr and "triage run" in out.stderr
+    assert not missing.exists()  # reading must not create the workspace

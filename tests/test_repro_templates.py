@@ -41,8 +41,13 @@ def test_op_repeatability_cpu(tmp_path):
     assert out["details"]["cublas_workspace_config"] == ":4096:8"
 
 
-def test_reduction_order_three_ranks_spawned(tmp_path):
-    ev, out = _run(tmp_path, "reduction_order", {"world_size": 3})
+def test_reduction_order_three_ranks_spawned(tmp_path, monkeypatch):
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the launcher passes TMPDIR to the program
+    ev, out = _run(tmp_path / "ws", "reduction_order", {"world_size": 3})
+    # the per-rank result files are scratch: neither the run directory nor TMPDIR keeps them
+    assert list(tmp_path.rglob("triage-ranks-*")) == []
     d = out["digests"]
     assert len(d["all_reduce_per_rank"]) == 3
     differs = any(x != d["fixed_order"] for x in d["all_reduce_per_rank"])

@@ -92,21 +92,52 @@ def test_trace_unwritable_out_dir_and_empty_command(tmp_path):
     assert r.returncode == 2 and "invalid step range" in r.stderr
 
 
-def test_trace_level_none_applies_policies_and_traces_nothing(tmp_path, monkeypatch):
+def test_trace_level_none_applies_policies_and_traces_nothing(tmp_path):
+    probe = "import torch; print('det', torch.are_deterministic_algorithms_enabled())"
+    cfg = CaptureConfig(out_dir=tmp_path / "n", level="none", policies=["deterministic"])
+    res = capture_command([sys.executable, "-c", probe], cfg, timeout_s=60)
+    # the script never asks for determinism: only the injected code can have turned it on
+    assert res.exit_code == 0 and res.files == []
+    assert Path(res.stdout_log).read_text().strip() == "det True"
+    cfg = CaptureConfig(out_dir=tmp_path / "n2", level="none")
+    res = capture_command([sys.executable, "-c", probe], cfg, timeout_s=60)
+    assert res.exit_code == 0 and res.files == []
+    assert Path(res.stdout_log).read_text().strip() == "det False"
+
+
+def test_trace_unknown_policy_rejected_before_launch(tmp_path):
     from triage_agent import policies
 
-    cfg = CaptureConfig(out_dir=tmp_path / "n", level="none", policies=["no-such-policy"])
-    res = capture_command([sys.executable, "-c", "print('ran')"], cfg, timeout_s=60)
-    # the placeholder registry knows no policies: the injected code must have called it
-    assert res.exit_code == 2
-    err = Path(res.stderr_log).read_text()
-    assert "unknown policy 'no-such-policy'" in err and "Traceback" not in err
-    assert "ran" not in Path(res.stdout_log).read_text()
+    with pytest.raises(ValueError, match="unknown policy 'no-such-policy'"):
+        CaptureConfig(out_dir=tmp_path / "n", policies=["no-such-policy"])
     assert "no-such-policy" not in policies.POLICIES
-    cfg = CaptureConfig(out_dir=tmp_path / "n2", level="none")
-    res = capture_command([sys.executable, "-c", "print('ran')"], cfg, timeout_s=60)
-    assert res.exit_code == 0 and res.files == []
-    assert Path(res.stdout_log).read_text().strip() == "ran"
+    marker = tmp_path / "ran"
+    r = _triage(
+        "trace", "--policy", "no-such-policy", "--out", str(tmp_path / "t"), "--",
+        sys.executable, "-c", f"open({str(marker)!r}, 'w')", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "unknown policy 'no-such-policy'" in r.stderr
+    assert "Traceback" not in r.stderr and not marker.exists()
+
+
+def test_parse_ranks_messages_and_cap():
+    from triage_agent.fingerprint.config import MAX_RANKS, parse_ranks
+
+    assert parse_ranks("0,2-3,2") == [0, 2, 3]
+    for bad in ("a", "1-", "0,,1"):
+        with pytest.raises(InputError, match="invalid rank list") as exc:
+            parse_ranks(bad)
+        assert "step" not in str(exc.value)
+    with pytest.raises(InputError, match="end comes before the start"):
+        parse_ranks("3-1")
+    with pytest.raises(InputError, match=f"limit of {MAX_RANKS - 1}"):
+        parse_ranks("0-1000000000")
+    assert parse_ranks(f"{MAX_RANKS - 1}") == [MAX_RANKS - 1]
+
+
+def test_trace_cli_huge_rank_range_is_one_line_error(tmp_path):
+    r = _triage("trace", "--ranks", "0-1000000000", "--", "python", "-c", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "limit of" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.slow

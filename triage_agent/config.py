@@ -43,7 +43,9 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
 def _case_dict(raw: dict[str, Any]) -> dict[str, Any]:
     unknown = set(raw) - {"case", "runs"}
     if unknown:
-        raise ConfigError(f"unknown table(s) {sorted(unknown)} in {CONFIG_NAME}: expected [case] and [runs.a]/[runs.b]")
+        raise ConfigError(
+            f"unknown table(s) {sorted(unknown)} in {CONFIG_NAME}: expected [case] and [runs.a]/[runs.b]"
+        )
     case = dict(raw.get("case", {}))
     runs = raw.get("runs", {})
     if not isinstance(runs, dict) or set(runs) != {"a", "b"}:
@@ -98,8 +100,14 @@ def load_case(path: str | Path | None = None, **overrides: Any) -> Case | None:
         if path:
             raise ConfigError(f"case file {p} does not exist")
         return None
+    if not p.is_file():
+        raise ConfigError(f"case file {p} is not a regular file: pass the path of a triage.toml")
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.start}): a case file is TOML") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read case file {p}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     case = case_from_dict(raw, p.resolve().parent, origin=str(p))
@@ -109,5 +117,7 @@ def load_case(path: str | Path | None = None, **overrides: Any) -> Case | None:
             case = Case.model_validate({**case.model_dump(), **clean})
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise ConfigError(f"option --{_fmt_loc(err['loc']).replace('_', '-')}: {err['msg']}") from None
+            raise ConfigError(
+                f"option --{_fmt_loc(err['loc']).replace('_', '-')}: {err['msg']}"
+            ) from None
     return case

@@ -62,7 +62,9 @@ def fingerprint(value: Any) -> MetricValue:
 
         t = value.detach().reshape(-1)
         if t.numel() != 1:
-            raise InputError(f"metric tensors must hold one element, got shape {tuple(value.shape)}")
+            raise InputError(
+                f"metric tensors must hold one element, got shape {tuple(value.shape)}"
+            )
         t = t.cpu().contiguous()
         bits_dtype = {
             torch.float64: torch.int64,
@@ -76,7 +78,9 @@ def fingerprint(value: Any) -> MetricValue:
         raw = int(t.view(bits_dtype).item())
         width = {torch.int64: 64, torch.int32: 32, torch.int16: 16}[bits_dtype]
         raw &= (1 << width) - 1
-        return MetricValue(dtype=dtype, bits=f"0x{raw:0{width // 4}x}", value=float(t.float().item()))
+        return MetricValue(
+            dtype=dtype, bits=f"0x{raw:0{width // 4}x}", value=float(t.float().item())
+        )
     if isinstance(value, int):  # bool is an int
         return MetricValue(dtype="int", bits=hex(int(value)), value=float(value))
     if isinstance(value, float):
@@ -164,12 +168,28 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
     p = Path(path)
     ranks: dict[int, RankMetrics] = {}
     for f in _metric_files(p):
-        lines = f.read_text().split("\n")
-        for i, line in enumerate(lines, start=1):
+        try:
+            lines = f.read_bytes().split(b"\n")
+        except OSError as exc:
+            raise InputError(f"cannot read metrics file {f}: {exc.strerror or exc}") from None
+        for i, raw in enumerate(lines, start=1):
+            # Only the final segment, the one without a newline after it, can be a write
+            # cut short by a crash; a bad line that was terminated is corruption.
+            torn = i == len(lines)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if torn:
+                    continue
+                raise InputError(
+                    f"{f}:{i}: not UTF-8 text (byte {exc.start} of the line)"
+                ) from None
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
                 kind = obj.get("type")
                 if kind == "session":
                     s = SessionLine.model_validate(obj)
@@ -183,7 +203,7 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
                 else:
                     raise ValueError(f"unknown record type {kind!r}")
             except (ValueError, TypeError) as exc:
-                if i == len(lines) or (i == len(lines) - 1 and lines[-1] == ""):
+                if torn:
                     # a torn last line from a crashed rank: keep everything before it
                     continue
                 msg = str(exc).splitlines()[0]

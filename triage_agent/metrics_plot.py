@@ -28,9 +28,31 @@ def distance(a: MetricValue, b: MetricValue) -> tuple[float, str]:
     return (abs(x - y) / denom if denom else math.inf), "rel"
 
 
+def check_png_path(out_png: str | os.PathLike[str]) -> Path:
+    """The path a plot will be written to, exactly: a ``.png`` file in an existing directory.
+
+    matplotlib appends ``.png`` to a name without a suffix (``/tmp`` became ``/tmp.png``), so
+    the suffix is required; a missing parent directory is an error rather than created, so a
+    typo does not leave a directory tree behind.
+    """
+    out = Path(out_png)
+    if out.suffix.lower() != ".png":
+        raise InputError(f"plot path {out} must end in .png")
+    if out.is_dir():
+        raise InputError(f"plot path {out} is a directory: give a file name ending in .png")
+    parent = out.parent
+    if not parent.is_dir():
+        raise InputError(
+            f"plot directory {parent} does not exist: create it or choose another --plot path"
+        )
+    return out
+
+
 def plot_metric_distance(
     a: MetricRun, b: MetricRun, out_png: str | os.PathLike[str], rank: int | None = None
 ) -> Path:
+    """Write the distance plot to ``out_png`` (see ``check_png_path``) and return that path."""
+    out = check_png_path(out_png)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,8 +92,10 @@ def plot_metric_distance(
     first = "none" if d.first_step is None else str(d.first_step)
     fig.suptitle(f"A={a.source} vs B={b.source}: first differing step {first}", fontsize=9)
     fig.tight_layout()
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(out, dpi=110, format="png")
+    except OSError as exc:
+        raise InputError(f"cannot write plot {out}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return out

@@ -11,6 +11,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -133,25 +134,34 @@ def spawn_ranks(fn, world_size, timeout_s, args=()):
     """
     ctx = multiprocessing.get_context("spawn")
     port = free_port()
-    tmp = tempfile.mkdtemp(prefix="triage-ranks-", dir=os.getcwd())
-    procs = []
-    for rank in range(world_size):
-        path = os.path.join(tmp, f"rank{rank}.json")
-        p = ctx.Process(target=_rank_entry, args=(fn, rank, world_size, port, path, tuple(args)))
-        p.start()
-        procs.append((p, path))
-    deadline = time.monotonic() + timeout_s
-    for p, _ in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    results = []
-    for p, path in procs:
-        if p.is_alive():
-            p.kill()
-            p.join(5)
-            results.append({"status": "timeout", "after_s": timeout_s})
-        elif os.path.exists(path):
-            with open(path) as f:
-                results.append(json.load(f))
-        else:
-            results.append({"status": "died", "exitcode": p.exitcode})
-    return results
+    # the system temp dir (TMPDIR), not the current directory: the result files are
+    # scratch, and a run from a source tree must not leave them behind there
+    tmp = tempfile.mkdtemp(prefix="triage-ranks-")
+    try:
+        procs = []
+        for rank in range(world_size):
+            path = os.path.join(tmp, f"rank{rank}.json")
+            p = ctx.Process(
+                target=_rank_entry, args=(fn, rank, world_size, port, path, tuple(args))
+            )
+            p.start()
+            procs.append((p, path))
+        deadline = time.monotonic() + timeout_s
+        for p, _ in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        results = []
+        for p, path in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+                results.append({"status": "timeout", "after_s": timeout_s})
+            elif os.path.exists(path):
+                with open(path) as f:
+                    results.append(json.load(f))
+            else:
+                results.append({"status": "died", "exitcode": p.exitcode})
+        return results
+    finally:
+        # a leftover scratch dir under TMPDIR is harmless; a cleanup error must not
+        # replace the ranks' results
+        shutil.rmtree(tmp, ignore_errors=True)

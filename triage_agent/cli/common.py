@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from ..config import load_case
+from ..errors import LedgerError
 from ..ledger import Ledger
 
 console = Console(soft_wrap=False)
@@ -19,7 +20,9 @@ CaseOpt = Annotated[
 ]
 WorkspaceOpt = Annotated[
     Path | None,
-    typer.Option("--workspace", "-w", help="Workspace directory (default: the case's, or .triage)."),
+    typer.Option(
+        "--workspace", "-w", help="Workspace directory (default: the case's, or .triage)."
+    ),
 ]
 
 
@@ -32,3 +35,11 @@ def workspace_for(case_path: Path | None, workspace: Path | None) -> Path:
 
 def ledger_for(case_path: Path | None, workspace: Path | None) -> Ledger:
     return Ledger(workspace_for(case_path, workspace))
+
+
+def existing_ledger_for(case_path: Path | None, workspace: Path | None) -> Ledger:
+    """The ledger for read-only commands: a missing file is a mistake (wrong -w), not an empty case."""
+    ledger = ledger_for(case_path, workspace)
+    if not ledger.path.is_file():
+        raise LedgerError(f"no ledger at {ledger.path}: run `triage run` first or pass --workspace")
+    return ledger

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..ledger import dumps_state
 from ..ledger_view import hypothesis_rows, to_markdown
-from .common import CaseOpt, WorkspaceOpt, console, ledger_for
+from .common import CaseOpt, WorkspaceOpt, console, existing_ledger_for
 
 ledger_app = typer.Typer(help="Read the evidence ledger.", no_args_is_help=True)
 
@@ -23,7 +23,7 @@ class ExportFormat(StrEnum):
 @ledger_app.command("show")
 def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
     """A table of hypotheses: status, classification, evidence count, verdict."""
-    ledger = ledger_for(case, workspace)
+    ledger = existing_ledger_for(case, workspace)
     state = ledger.state()
     if state.torn_tail:
         console.print(
@@ -53,12 +53,14 @@ def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
 
 @ledger_app.command("export")
 def export(
-    format: Annotated[ExportFormat, typer.Option("--format", "-f", help="md or json")] = ExportFormat.md,
+    format: Annotated[
+        ExportFormat, typer.Option("--format", "-f", help="md or json")
+    ] = ExportFormat.md,
     case: CaseOpt = None,
     workspace: WorkspaceOpt = None,
 ) -> None:
     """Print the whole ledger state as Markdown or JSON."""
-    state = ledger_for(case, workspace).state()
+    state = existing_ledger_for(case, workspace).state()
     typer.echo(to_markdown(state) if format == ExportFormat.md else dumps_state(state))
 
 

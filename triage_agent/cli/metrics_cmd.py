@@ -23,14 +23,20 @@ def register(app: typer.Typer) -> None:
         a: Annotated[Path, typer.Argument(help="metrics dir or file of run A")],
         b: Annotated[Path, typer.Argument(help="metrics dir or file of run B")],
         plot: Annotated[
-            Path | None, typer.Option("--plot", help="PNG of per-step distance per metric")
+            Path | None,
+            typer.Option(
+                "--plot",
+                help="PNG of per-step distance per metric (a .png file in an existing directory)",
+            ),
         ] = Path("metric_distance.png"),
         no_plot: Annotated[bool, typer.Option("--no-plot", help="skip the PNG")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
     ) -> None:
         from ..metrics import diff_metrics, load_metrics
-        from ..metrics_plot import distance, plot_metric_distance
+        from ..metrics_plot import check_png_path, distance, plot_metric_distance
 
+        if not no_plot and plot is not None:
+            check_png_path(plot)  # before loading: a bad --plot is reported at once
         ra, rb = load_metrics(a), load_metrics(b)
         d = diff_metrics(ra, rb)
         png = None if no_plot or plot is None else plot_metric_distance(ra, rb, plot)

@@ -137,11 +137,6 @@ class MemoryRankStream(RankStream):
     def event(self, i: int) -> Ev:
         return self._events[i]
 
-    def with_events(self, events: list[Ev]) -> MemoryRankStream:
-        return MemoryRankStream(
-            self.rank, self.source, events, self.header, self.truncated_at, self.clean_end
-        )
-
 
 class FileRankStream(RankStream):
     """A native trace file, hashed line by line; events are decoded on demand."""

@@ -17,12 +17,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .. import policies as _policies
 from ..errors import InputError
 from .digest import DigestMode
 
 Level = Literal["none", "collective", "module", "op"]
 LEVELS: tuple[Level, ...] = ("none", "collective", "module", "op")
 CONFIG_ENV = "TRIAGE_CAPTURE_CONFIG"
+# Far above any real world size; a bound so that a typo like 0-1000000000 is an error, not
+# a billion-element set built before the run starts.
+MAX_RANKS = 65536
 
 
 class CaptureConfig(BaseModel):
@@ -64,6 +68,15 @@ class CaptureConfig(BaseModel):
                 raise ValueError(f"scope is not a valid regex: {exc}") from None
         return v
 
+    @field_validator("policies")
+    @classmethod
+    def _policies_known(cls, v: list[str]) -> list[str]:
+        # checked here so a typo fails before the command is launched, not inside every rank
+        try:
+            return _policies.check(list(v))
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("run_id")
     @classmethod
     def _run_id_plain(cls, v: str) -> str:
@@ -99,15 +112,25 @@ def parse_steps(spec: str | None) -> tuple[int, int] | None:
 
 
 def parse_ranks(spec: str | None) -> list[int] | None:
-    """'0,1' -> [0, 1]; '0-3' -> [0, 1, 2, 3]; None -> None (all ranks)."""
+    """'0,1' -> [0, 1]; '0-3' -> [0, 1, 2, 3]; None -> None (all ranks). Ranks < MAX_RANKS."""
     if spec is None or spec == "":
         return None
     out: set[int] = set()
     for part in spec.split(","):
-        r = parse_steps(part)
-        if r is None:
-            raise InputError(f"invalid rank list {spec!r}")
-        out.update(range(r[0], r[1] + 1))
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            raise InputError(f"invalid rank list {spec!r}: expected ranks like 0,1 or 0-3")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) else a
+        if b < a:
+            raise InputError(
+                f"invalid rank list {spec!r}: in {part.strip()!r} the end comes before the start"
+            )
+        if b >= MAX_RANKS:
+            raise InputError(
+                f"invalid rank list {spec!r}: rank {b} is above the limit of {MAX_RANKS - 1}"
+            )
+        out.update(range(a, b + 1))
     return sorted(out)
 
 

@@ -187,16 +187,6 @@ def _hex(v: int) -> str:
     return f"{v & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
-def digestible(t: object) -> bool:
-    return (
-        isinstance(t, torch.Tensor)
-        and t.layout == torch.strided
-        and not t.is_quantized
-        and not t.is_nested
-        and t.device.type != "meta"
-    )
-
-
 # dtype -> (record name, signed integer dtype of the same width for a bitcast view, or None
 # where only the general path is right: complex and bool go through int_view)
 _DTYPES: dict[torch.dtype, tuple[str, torch.dtype | None]] = {}
