@@ -190,7 +190,8 @@ class Ledger:
             if verdict.hypothesis is None:
                 raise LedgerError(
                     f"a '{verdict.classification.value}' verdict must name the supported "
-                    "hypothesis it rests on; without one the honest verdict is 'unknown'"
+                    "hypothesis it rests on and cite execution evidence that supports it; "
+                    "without them the honest verdict is 'unknown'"
                 )
             if not any(
                 e.kind in EXECUTION_KINDS
