@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/cmp_bench"))
     ap.add_argument("--no-debugmode", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the full report as JSON")
     args = ap.parse_args(argv)
     n = args.events
     spec = SynthSpec(
@@ -125,7 +126,28 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.no_debugmode:
         report["debugmode_check_hash_mismatches"] = _debugmode(n, spec, a_dir, b_dir)
-    print(json.dumps(report, indent=2))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    dm = report.get("debugmode_check_hash_mismatches")
+    rows = [
+        ("triage compare: load both runs", f"{report['load_s']:.2f} s", ""),
+        ("triage compare: align + classify", f"{report['compare_s']:.2f} s", ""),
+        (
+            "triage compare: total",
+            f"{report['total_s']:.2f} s",
+            f"origin at {report['origin_index']} (planted {report['planted_divergence']}), "
+            f"{report['unmatched']} unmatched, peak RSS {report['peak_rss_mb']} MB "
+            f"(+{report['peak_rss_child_mb']} MB forked reader)",
+        ),
+    ]
+    if dm:
+        rows.append(("DebugMode.check_hash_mismatches", f"{dm['seconds']:.2f} s", dm["result"]))
+    print(f"{n:,} events per run")
+    print(f"| {'what':<36} | {'time':>8} | note")
+    print(f"|{'-' * 38}|{'-' * 10}|{'-' * 6}")
+    for what, t, note in rows:
+        print(f"| {what:<36} | {t:>8} | {note}")
     return 0
 
 
