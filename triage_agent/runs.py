@@ -75,6 +75,15 @@ class RunOutcome(BaseModel):
         return self.error is None and bool(self.exit_codes) and all(c == 0 for c in self.exit_codes)
 
 
+def joined_argv(*outcomes: RunOutcome) -> list[str]:
+    """The commands of one or more relaunches as one argv list, commands separated by ';'."""
+    out: list[str] = []
+    for o in outcomes:
+        for cmd in o.argv:
+            out += [";", *cmd] if out else list(cmd)
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

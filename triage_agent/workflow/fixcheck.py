@@ -9,7 +9,7 @@ from ..ledger import Ledger
 from ..metrics import diff_metrics, load_metrics
 from ..policies import POLICY_HELP
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult
-from ..runs import materialize
+from ..runs import joined_argv, materialize
 
 
 def validate_fix(
@@ -33,29 +33,20 @@ def validate_fix(
     for label, both in attempts:
         on_status(f"fix check: policy {policy} on {label}")
         out_b = materialize(case.run_b, ws, f"policy-{policy}", policies=[policy], timeout_s=timeout_s, progress=on_status)
-        argv = [a for cmd in out_b.argv for a in [*cmd, ";"]][:-1]
+        argv = joined_argv(out_b)
+        a_metrics = baseline_a_metrics
+        failed = None if out_b.ok else out_b
         if both:
             out_a = materialize(case.run_a, ws, f"policy-{policy}", policies=[policy], timeout_s=timeout_s, progress=on_status)
             a_metrics = out_a.metrics
-            argv += [";", *[a for cmd in out_a.argv for a in [*cmd, ";"]][:-1]]
-            if not out_a.ok:
-                last = Evidence(
-                    hypotheses=hypotheses,
-                    kind=EvidenceKind.rerun,
-                    result=EvidenceResult.error,
-                    summary=f"rerun of A under policy {policy} failed: {out_a.error or out_a.exit_codes}",
-                    argv=argv,
-                )
-                ledger.add_evidence(last)
-                return last
-        else:
-            a_metrics = baseline_a_metrics
-        if not out_b.ok:
+            argv = joined_argv(out_b, out_a)
+            failed = failed or (None if out_a.ok else out_a)
+        if failed is not None:
             last = Evidence(
                 hypotheses=hypotheses,
                 kind=EvidenceKind.rerun,
                 result=EvidenceResult.error,
-                summary=f"rerun of B under policy {policy} failed (exit codes {out_b.exit_codes}); logs: {out_b.logs}",
+                summary=f"rerun of {failed.run} under policy {policy} failed: {failed.error or failed.exit_codes}; logs: {failed.logs[-2:]}",
                 argv=argv,
             )
             ledger.add_evidence(last)
@@ -130,7 +121,7 @@ def validate_revert(
     run = case.run_b.model_copy(update={"cwd": str(variant), "name": case.run_b.name})
     on_status(f"fix check: B with {file} at {a.rev}")
     out = materialize(run, ws, f"revert-{file.replace('/', '_')}", timeout_s=timeout_s, progress=on_status)
-    argv = [a2 for cmd in out.argv for a2 in [*cmd, ";"]][:-1]
+    argv = joined_argv(out)
     if not out.ok:
         ev = Evidence(hypotheses=hypotheses, kind=EvidenceKind.rerun, result=EvidenceResult.error, summary=f"rerun of B with {file} reverted failed (exit codes {out.exit_codes})", argv=argv)
         ledger.add_evidence(ev)

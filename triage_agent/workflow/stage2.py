@@ -29,7 +29,7 @@ from ..records import (
     Hypothesis,
     HypothesisStatus,
 )
-from ..runs import RunOutcome, materialize, materialize_case
+from ..runs import RunOutcome, joined_argv, materialize, materialize_case
 from .characterize import MismatchReport
 from .classify import _ATOMIC_OPS, _RANDOM_OPS, CLASSIFICATION, explains
 
@@ -148,7 +148,7 @@ def trace_and_compare(
         ledger.add_evidence(ev)
         return None, ev
     res = compare_runs(*load_runs(ta.trace_dir, tb.trace_dir), mapping=case.correspondence_map)
-    argv = [a for cmd in tb.argv for a in [*cmd, ";"]][:-1]
+    argv = joined_argv(tb)
     arts = [ledger.artifact(p, role=f"trace {out.run}") for out in (ta, tb) for p in sorted(Path(out.trace_dir).glob("trace_rank*.jsonl"))]
     origin = _origin(res)
     if res.status == "identical":
