@@ -22,7 +22,10 @@ PARAMS: dict = {}
 N = 1 << 16
 
 
-def rank_body(rank, world_size, backend, dtype_name):
+def rank_body(rank, world_size, backend, dtype_name, gather=False):
+    """One rank's sums. With ``gather`` every rank's result comes back (to all ranks) through
+    the same group: a second group on the same store could read the first one's stale
+    addresses."""
     import torch
     import torch.distributed as dist
 
@@ -57,6 +60,10 @@ def rank_body(rank, world_size, backend, dtype_name):
             "elements_differing": int((reduced.cpu().float() != fixed.cpu().float()).sum()),
             "device": str(device),
         }
+        if gather:
+            gathered = [None] * world_size
+            dist.all_gather_object(gathered, out)
+            out = gathered
         dist.barrier()  # no rank tears the group down while a peer still reads
         return out
     finally:
@@ -113,18 +120,8 @@ def main(params):
         return
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched > 1:
-        import torch.distributed as dist
-
         rank = int(os.environ["RANK"])
-        value = rank_body(rank, launched, backend, dtype)
-        # Every rank's digests travel to rank 0 through a fresh group's object gather.
-        dist.init_process_group("gloo", rank=rank, world_size=launched)
-        gathered = [None] * launched
-        dist.all_gather_object(gathered, value)
-        # A rank that tears down while its peer still reads the last bytes resets the
-        # connection (gloo): meet once more before leaving.
-        dist.barrier()
-        dist.destroy_process_group()
+        gathered = rank_body(rank, launched, backend, dtype, gather=True)
         if rank == 0:
             decide(
                 {**params, "world_size": launched}, [{"status": "ok", "value": v} for v in gathered]
