@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from triage_agent.errors import InputError
+from triage_agent.jit_ops import clear_stale_locks, lock_notes
 from triage_agent.ledger import Ledger, sha256_file
 from triage_agent.paths import contained
 from triage_agent.provenance import capture
@@ -57,6 +58,7 @@ DEFAULT_INHERIT = (
     "CUDA_HOME",
     "CUDA_VISIBLE_DEVICES",
     "TORCH_EXTENSIONS_DIR",
+    "XDG_CACHE_HOME",  # where torch finds the ops it already built
     "DS_ACCELERATOR",
 )
 DETERMINISTIC_ENV = {
@@ -104,6 +106,7 @@ class LaunchOutcome(BaseModel):
     stderr_path: str
     stdout_truncated: bool
     stderr_truncated: bool
+    notes: list[str] = []
 
 
 def _pump(stream: BinaryIO, path: Path, cap: int, truncated: list[bool]) -> None:
@@ -149,6 +152,8 @@ def run_argv(
     if not argv or not all(isinstance(a, str) for a in argv):
         raise InputError("argv must be a non-empty list of strings")
     out_p, err_p = cwd / "stdout.txt", cwd / "stderr.txt"
+    # A dead build lock would hang the program until its timeout: clear it first.
+    notes = lock_notes(clear_stale_locks())
     t0 = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -178,9 +183,13 @@ def run_argv(
         timed_out = True
     except BaseException:
         _kill_group(proc)  # Ctrl-C: leave no rank of the reproducer running
+        clear_stale_locks()
         raise
     # Ranks spawned by the program may outlive it: always clear the whole group.
     _kill_group(proc)
+    if timed_out:
+        # killed mid-way through a first JIT build, it leaves a lock every later run waits on
+        notes += lock_notes(clear_stale_locks())
     for t in pumps:
         t.join(10)
     return LaunchOutcome(
@@ -192,6 +201,7 @@ def run_argv(
         stderr_path=str(err_p),
         stdout_truncated=trunc_out[0],
         stderr_truncated=trunc_err[0],
+        notes=notes,
     )
 
 
@@ -285,7 +295,8 @@ def interpret(outcome: LaunchOutcome, template: str) -> tuple[EvidenceResult, st
     stderr_tail = Path(outcome.stderr_path).read_text(errors="replace").strip().splitlines()[-5:]
     if outcome.timed_out:
         return _error(
-            f"timed out after {outcome.duration_s:.0f} s: process group killed",
+            f"timed out after {outcome.duration_s:.0f} s: process group killed"
+            + "".join(f"; {n}" for n in outcome.notes),
             stderr_tail=stderr_tail,
         )
     try:
@@ -367,6 +378,8 @@ def launch(
         env_set={k: v for k, v in env.items() if k not in policy.inherit},
         run_dir=str(run_dir),
     )
+    if outcome.notes:
+        data["launch_notes"] = outcome.notes
     artifacts = [
         ledger.artifact(program, role="reproducer"),
         ledger.artifact(params_path, role="params"),

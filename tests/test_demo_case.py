@@ -35,7 +35,15 @@ def demo(tmp_path_factory):
     saved = os.environ["PATH"]
     bindir = str(Path(sys.executable).parent)
     # the launcher must be found from the interpreter running triage, not from PATH
-    os.environ["PATH"] = os.pathsep.join(p for p in saved.split(os.pathsep) if p != bindir)
+    kept = [p for p in saved.split(os.pathsep) if p != bindir]
+    # ...but ninja stays the one the DeepSpeed ops were built with (`make test` builds them
+    # with the venv's): ninja 1.11 and 1.13 keep incompatible logs, each rebuilds all.
+    ninja = Path(bindir) / "ninja"
+    if ninja.exists():
+        shim = tmp_path_factory.mktemp("ninja-only")
+        (shim / "ninja").symlink_to(ninja)
+        kept.insert(0, str(shim))
+    os.environ["PATH"] = os.pathsep.join(kept)
     try:
         result = materialize_case(case, progress=messages.append)
     finally:

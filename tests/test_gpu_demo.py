@@ -16,7 +16,9 @@ def test_gpu_demo_trace_finds_the_atomic_op_and_replay_shows_it(tmp_path):
     result = run_workflow(case, ledger, RunOptions(timeout_s=300, max_hypotheses=3))
     st = ledger.state()
     assert result.mismatch is not None and result.mismatch.step is not None
-    origins = [e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.data.get("origin")]
+    origins = [
+        e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.data.get("origin")
+    ]
     assert origins, "the trace stage found no origin"
     # The planted op: index_add_ inside the Pool module.
     assert "index_add" in origins[-1].data["origin_location"]
@@ -26,6 +28,7 @@ def test_gpu_demo_trace_finds_the_atomic_op_and_replay_shows_it(tmp_path):
     assert result.verdict is not None and result.verdict.classification.value != "unknown"
     # Causality through execution: a repeatability reproducer or a replay of the captured op.
     assert any(
-        e.kind in (EvidenceKind.reproducer, EvidenceKind.replay) and e.result == EvidenceResult.supported
+        e.kind in (EvidenceKind.reproducer, EvidenceKind.replay)
+        and e.result == EvidenceResult.supported
         for e in st.evidence
     )

@@ -19,14 +19,18 @@ from triage_agent.records import (
 
 
 def _hyp(ledger: Ledger) -> Hypothesis:
-    return ledger.put_hypothesis(Hypothesis(statement="checkpoint omits a stream", category="rng-state"))
+    return ledger.put_hypothesis(
+        Hypothesis(statement="checkpoint omits a stream", category="rng-state")
+    )
 
 
 def test_ledger_fold_keeps_latest_hypothesis_and_all_evidence(tmp_path):
     ledger = Ledger(tmp_path)
     h = _hyp(ledger)
     ledger.add_evidence(
-        Evidence(hypotheses=[h.id], kind=EvidenceKind.static, result=EvidenceResult.observed, summary="s")
+        Evidence(
+            hypotheses=[h.id], kind=EvidenceKind.static, result=EvidenceResult.observed, summary="s"
+        )
     )
     ledger.update_hypothesis(h.id, status=HypothesisStatus.refuted)
     state = ledger.state()
@@ -87,28 +91,62 @@ def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
     ledger = Ledger(tmp_path)
     h = _hyp(ledger)
     static = ledger.add_evidence(
-        Evidence(hypotheses=[h.id], kind=EvidenceKind.static, result=EvidenceResult.observed, summary="probe hit")
+        Evidence(
+            hypotheses=[h.id],
+            kind=EvidenceKind.static,
+            result=EvidenceResult.observed,
+            summary="probe hit",
+        )
     )
     with pytest.raises(LedgerError, match="must name the supported hypothesis"):
-        ledger.set_verdict(Verdict(classification=Classification.bug, statement="x", evidence=[static.id]))
+        ledger.set_verdict(
+            Verdict(classification=Classification.bug, statement="x", evidence=[static.id])
+        )
     with pytest.raises(LedgerError, match="not supported"):
-        ledger.set_verdict(Verdict(hypothesis=h.id, classification=Classification.unknown, statement="x"))
+        ledger.set_verdict(
+            Verdict(hypothesis=h.id, classification=Classification.unknown, statement="x")
+        )
     refuted = ledger.add_evidence(
-        Evidence(hypotheses=[h.id], kind=EvidenceKind.reproducer, result=EvidenceResult.refuted, summary="no")
+        Evidence(
+            hypotheses=[h.id],
+            kind=EvidenceKind.reproducer,
+            result=EvidenceResult.refuted,
+            summary="no",
+        )
     )
     other = ledger.add_evidence(
-        Evidence(hypotheses=["H-other"], kind=EvidenceKind.rerun, result=EvidenceResult.supported, summary="other")
+        Evidence(
+            hypotheses=["H-other"],
+            kind=EvidenceKind.rerun,
+            result=EvidenceResult.supported,
+            summary="other",
+        )
     )
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
     with pytest.raises(LedgerError, match="execution evidence"):
         ledger.set_verdict(
-            Verdict(hypothesis=h.id, classification=Classification.bug, statement="x", evidence=[static.id, refuted.id, other.id])
+            Verdict(
+                hypothesis=h.id,
+                classification=Classification.bug,
+                statement="x",
+                evidence=[static.id, refuted.id, other.id],
+            )
         )
     run = ledger.add_evidence(
-        Evidence(hypotheses=[h.id], kind=EvidenceKind.reproducer, result=EvidenceResult.supported, summary="ran")
+        Evidence(
+            hypotheses=[h.id],
+            kind=EvidenceKind.reproducer,
+            result=EvidenceResult.supported,
+            summary="ran",
+        )
     )
     ledger.set_verdict(
-        Verdict(hypothesis=h.id, classification=Classification.bug, statement="x", evidence=[static.id, run.id])
+        Verdict(
+            hypothesis=h.id,
+            classification=Classification.bug,
+            statement="x",
+            evidence=[static.id, run.id],
+        )
     )
     assert ledger.state().verdict.hypothesis == h.id
 
@@ -126,7 +164,9 @@ def test_ledger_evidence_recorded_twice_under_one_id_is_kept_once(tmp_path):
 def test_ledger_unknown_evidence_in_verdict_is_refused(tmp_path):
     ledger = Ledger(tmp_path)
     with pytest.raises(LedgerError, match="unknown evidence"):
-        ledger.set_verdict(Verdict(classification=Classification.unknown, statement="?", evidence=["E-nope"]))
+        ledger.set_verdict(
+            Verdict(classification=Classification.unknown, statement="?", evidence=["E-nope"])
+        )
 
 
 def test_ledger_artifact_records_sha256(tmp_path):

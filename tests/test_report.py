@@ -40,17 +40,33 @@ def _ledger_with_verdict(tmp_path) -> Ledger:
         for s in range(12):
             log.log(s, loss=1.0 / (s + 1) + (bump if s >= 7 else 0.0), grad_norm=0.5)
         log.close()
-    case = Case(run_a=RunSpec(name="a", metrics=str(tmp_path / "a")), run_b=RunSpec(name="b", metrics=str(tmp_path / "b")))
+    case = Case(
+        run_a=RunSpec(name="a", metrics=str(tmp_path / "a")),
+        run_b=RunSpec(name="b", metrics=str(tmp_path / "b")),
+    )
     ledger = Ledger(tmp_path / "ws")
     ledger.set_case(case)
     confirm_mismatch(case, ledger)
-    h = ledger.put_hypothesis(Hypothesis(statement="a <dangerous> & odd statement", category="casts"))
+    h = ledger.put_hypothesis(
+        Hypothesis(statement="a <dangerous> & odd statement", category="casts")
+    )
     ev = ledger.add_evidence(
-        Evidence(hypotheses=[h.id], kind=EvidenceKind.reproducer, result=EvidenceResult.supported, summary="bits lost", argv=["python", "r.py"])
+        Evidence(
+            hypotheses=[h.id],
+            kind=EvidenceKind.reproducer,
+            result=EvidenceResult.supported,
+            summary="bits lost",
+            argv=["python", "r.py"],
+        )
     )
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
     ledger.set_verdict(
-        Verdict(hypothesis=h.id, classification=Classification.policy_difference, statement="VERDICT-TEXT-42", evidence=[ev.id])
+        Verdict(
+            hypothesis=h.id,
+            classification=Classification.policy_difference,
+            statement="VERDICT-TEXT-42",
+            evidence=[ev.id],
+        )
     )
     return ledger
 
@@ -70,15 +86,32 @@ def test_report_html_renders_verdict_and_plot_in_chromium(tmp_path):
     paths = write_report(_ledger_with_verdict(tmp_path), tmp_path / "out")
     url = f"file://{paths.html}"
     dom = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'prof1'}", "--virtual-time-budget=3000", "--dump-dom", url],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'prof1'}",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     ).stdout
     assert "VERDICT-TEXT-42" in dom
     assert 'data-loaded="1"' in dom, "the plot image did not load"
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'prof2'}", "--window-size=1200,1600", f"--screenshot={shot}", url],
-        capture_output=True, timeout=120,
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'prof2'}",
+            "--window-size=1200,1600",
+            f"--screenshot={shot}",
+            url,
+        ],
+        capture_output=True,
+        timeout=120,
     )
     img = Image.open(shot).convert("L")
     assert img.size == (1200, 1600)

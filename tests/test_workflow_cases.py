@@ -27,7 +27,11 @@ def _stage_done(ledger_path: Path, stage: str) -> bool:
             ev = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if ev.get("kind") == "stage" and ev["data"].get("stage") == stage and ev["data"].get("status") == "done":
+        if (
+            ev.get("kind") == "stage"
+            and ev["data"].get("stage") == stage
+            and ev["data"].get("status") == "done"
+        ):
             return True
     return False
 
@@ -36,7 +40,9 @@ def _stage_done(ledger_path: Path, stage: str) -> bool:
 def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path):
     ws = tmp_path / "ws"
     cmd = [*TRIAGE, "run", "--mismatch-step", "37", "-w", str(ws)]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 900
     while not _stage_done(ws / "ledger.jsonl", "scan"):
         assert proc.poll() is None, proc.communicate()
@@ -53,7 +59,9 @@ def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path)
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     st = Ledger(ws).state()
-    assert len([e for e in st.evidence if e.kind == EvidenceKind.static]) == 1, "the scan was redone"
+    assert len([e for e in st.evidence if e.kind == EvidenceKind.static]) == 1, (
+        "the scan was redone"
+    )
     v = st.verdict
     assert v is not None and v.classification.value != "unknown"
     chain = {e.id: e for e in st.evidence if e.id in v.evidence}

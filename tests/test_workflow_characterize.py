@@ -24,7 +24,11 @@ def _write(dir_, steps, *, diverge_at=None, resumed_from=None, ranks=(0, 1)):
 
 
 def _case(tmp_path, **kw):
-    return Case(run_a=RunSpec(name="a", metrics=str(tmp_path / "a")), run_b=RunSpec(name="b", metrics=str(tmp_path / "b")), **kw)
+    return Case(
+        run_a=RunSpec(name="a", metrics=str(tmp_path / "a")),
+        run_b=RunSpec(name="b", metrics=str(tmp_path / "b")),
+        **kw,
+    )
 
 
 def test_characterize_finds_first_step_and_resume(tmp_path):
@@ -57,8 +61,12 @@ def test_characterize_first_step_and_source_update(tmp_path):
     _write(tmp_path / "a1", range(3), ranks=(1,))
     _write(tmp_path / "b1", range(3), diverge_at=0, ranks=(1,))
     case = Case(
-        run_a=RunSpec(name="a", metrics=str(tmp_path / "a1"), source=SourceSpec(repo=str(tmp_path), rev="v1")),
-        run_b=RunSpec(name="b", metrics=str(tmp_path / "b1"), source=SourceSpec(repo=str(tmp_path), rev="v2")),
+        run_a=RunSpec(
+            name="a", metrics=str(tmp_path / "a1"), source=SourceSpec(repo=str(tmp_path), rev="v1")
+        ),
+        run_b=RunSpec(
+            name="b", metrics=str(tmp_path / "b1"), source=SourceSpec(repo=str(tmp_path), rev="v2")
+        ),
     )
     rep = characterize(case)
     assert rep.step == 0

@@ -20,7 +20,9 @@ def contained(path: str | os.PathLike[str], roots: Iterable[str | os.PathLike[st
         if resolved == root or resolved.is_relative_to(root):
             return resolved
     allowed = ", ".join(str(r) for r in resolved_roots) or "(none)"
-    raise PathEscapeError(f"path {path} resolves to {resolved}, outside the allowed roots: {allowed}")
+    raise PathEscapeError(
+        f"path {path} resolves to {resolved}, outside the allowed roots: {allowed}"
+    )
 
 
 def check_rev(rev: str) -> str:

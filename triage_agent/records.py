@@ -106,7 +106,10 @@ class Case(Record):
     workspace: str = ".triage"
     source_roots: list[str] = Field(default_factory=list)
     scan_paths: list[str] = Field(default_factory=list)
-    exclude_globs: list[str] = Field(default_factory=list, description="globs excluded from scans, on top of tests and vendored code")
+    exclude_globs: list[str] = Field(
+        default_factory=list,
+        description="globs excluded from scans, on top of tests and vendored code",
+    )
     correspondence_map: str | None = None
     gradient_accumulation_steps: int | None = None
     timeout_s: float = 600.0

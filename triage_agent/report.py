@@ -26,7 +26,10 @@ class ReportPaths(BaseModel):
 
 
 def _plot(state: LedgerState, out_dir: Path) -> Path | None:
-    ev = next((e for e in state.evidence if e.kind == EvidenceKind.metrics and "metrics_a" in e.data), None)
+    ev = next(
+        (e for e in state.evidence if e.kind == EvidenceKind.metrics and "metrics_a" in e.data),
+        None,
+    )
     if ev is None:
         return None
     try:
@@ -34,7 +37,9 @@ def _plot(state: LedgerState, out_dir: Path) -> Path | None:
         from .metrics_plot import plot_metric_distance
 
         png = out_dir / "metric_distance.png"
-        plot_metric_distance(load_metrics(ev.data["metrics_a"]), load_metrics(ev.data["metrics_b"]), png)
+        plot_metric_distance(
+            load_metrics(ev.data["metrics_a"]), load_metrics(ev.data["metrics_b"]), png
+        )
         return png
     except Exception as exc:  # noqa: BLE001 - the report must still be written; say why there is no plot
         (out_dir / "metric_distance.error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
@@ -70,7 +75,12 @@ def render_markdown(state: LedgerState, plot: Path | None) -> str:
         extra += [f"![metric distance per step]({plot.name})", ""]
     rows = _divergence_rows(state)
     if rows:
-        extra += ["## First divergence per rank (trace comparison)", "", *_md_table(rows, DIV_COLS), ""]
+        extra += [
+            "## First divergence per rank (trace comparison)",
+            "",
+            *_md_table(rows, DIV_COLS),
+            "",
+        ]
     return body.replace("## Verdict", "\n".join(extra) + "\n## Verdict", 1) if extra else body
 
 
@@ -87,16 +97,22 @@ img{max-width:100%;border:1px solid #ddd}
 
 def render_html(state: LedgerState, plot: Path | None) -> str:
     esc = html.escape
-    h: list[str] = [f"<!doctype html><html><head><meta charset='utf-8'><title>bitwise-triage report</title><style>{_CSS}</style></head><body>"]
+    h: list[str] = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>bitwise-triage report</title><style>{_CSS}</style></head><body>"
+    ]
     h.append("<h1>bitwise-triage report</h1>")
     if state.case:
         c = state.case
-        h.append(f"<p>Case <code>{esc(c.name)}</code>: run A <code>{esc(c.run_a.name)}</code> vs run B <code>{esc(c.run_b.name)}</code>.</p>")
+        h.append(
+            f"<p>Case <code>{esc(c.name)}</code>: run A <code>{esc(c.run_a.name)}</code> vs run B <code>{esc(c.run_b.name)}</code>.</p>"
+        )
     v = state.verdict
     h.append("<div class='verdict' id='verdict'><h2>Verdict</h2>")
     if v:
         h.append(f"<p><b>{esc(v.classification.value)}</b>: {esc(v.statement)}</p><ul>")
-        h.append(f"<li>location: {esc(v.location or 'n/a')}</li><li>evidence chain: {esc(', '.join(v.evidence))}</li>")
+        h.append(
+            f"<li>location: {esc(v.location or 'n/a')}</li><li>evidence chain: {esc(', '.join(v.evidence))}</li>"
+        )
         h.append(f"<li>next action: {esc(v.next_action or 'n/a')}</li></ul>")
     else:
         h.append("<p>No verdict recorded.</p>")
@@ -106,8 +122,12 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
         h.append(f"<h2>Mismatch</h2><p>{esc(mm.summary)}</p>")
     if plot is not None:
         b64 = base64.b64encode(plot.read_bytes()).decode()
-        h.append(f"<img id='metric-plot' alt='metric distance per step' onload='this.dataset.loaded=1' src='data:image/png;base64,{b64}'>")
-    h.append("<h2>Hypotheses</h2><table><tr><th>id</th><th>hypothesis</th><th>category</th><th>status</th><th>classification</th><th>evidence</th></tr>")
+        h.append(
+            f"<img id='metric-plot' alt='metric distance per step' onload='this.dataset.loaded=1' src='data:image/png;base64,{b64}'>"
+        )
+    h.append(
+        "<h2>Hypotheses</h2><table><tr><th>id</th><th>hypothesis</th><th>category</th><th>status</th><th>classification</th><th>evidence</th></tr>"
+    )
     for hyp in state.hypotheses.values():
         n = len(state.evidence_for(hyp.id))
         h.append(
@@ -117,22 +137,43 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
     h.append("</table>")
     rows = _divergence_rows(state)
     if rows:
-        h.append("<h2>First divergence per rank</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in DIV_COLS) + "</tr>")
+        h.append(
+            "<h2>First divergence per rank</h2><table><tr>"
+            + "".join(f"<th>{c}</th>" for c in DIV_COLS)
+            + "</tr>"
+        )
         for r in rows:
-            h.append("<tr>" + "".join(f"<td>{esc(str(r.get(c, '')))}</td>" for c in DIV_COLS) + "</tr>")
+            h.append(
+                "<tr>" + "".join(f"<td>{esc(str(r.get(c, '')))}</td>" for c in DIV_COLS) + "</tr>"
+            )
         h.append("</table>")
     h.append("<h2>Timeline of evidence</h2>")
     for e in state.evidence:
-        h.append(f"<h3>{esc(e.id)} — {e.kind.value}, <span class='s-{e.result.value}'>{e.result.value}</span> <small>{esc(e.created)}</small></h3>")
+        h.append(
+            f"<h3>{esc(e.id)} — {e.kind.value}, <span class='s-{e.result.value}'>{e.result.value}</span> <small>{esc(e.created)}</small></h3>"
+        )
         if e.hypotheses:
             h.append(f"<p>for {esc(', '.join(e.hypotheses))}</p>")
         h.append(f"<p>{esc(e.summary)}</p>")
         if e.argv:
             h.append(f"<p>to reproduce:</p><pre>{esc(' '.join(e.argv))}</pre>")
         if e.artifacts:
-            h.append("<ul>" + "".join(f"<li><code>{esc(a.path)}</code> sha256 <code>{a.sha256}</code></li>" for a in e.artifacts) + "</ul>")
+            h.append(
+                "<ul>"
+                + "".join(
+                    f"<li><code>{esc(a.path)}</code> sha256 <code>{a.sha256}</code></li>"
+                    for a in e.artifacts
+                )
+                + "</ul>"
+            )
     if state.notes:
-        h.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n['ts'])}: {esc(str(n.get('text', '')))}</li>" for n in state.notes) + "</ul>")
+        h.append(
+            "<h2>Notes</h2><ul>"
+            + "".join(
+                f"<li>{esc(n['ts'])}: {esc(str(n.get('text', '')))}</li>" for n in state.notes
+            )
+            + "</ul>"
+        )
     h.append("</body></html>")
     return "\n".join(h)
 

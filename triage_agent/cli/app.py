@@ -42,13 +42,23 @@ def _register_all() -> None:
         compare_cmd,
         ledger_cmd,
         metrics_cmd,
+        ops_cmd,
         repro_cmd,
         run_cmd,
         scan_cmd,
         trace_cmd,
     )
 
-    for mod in (ledger_cmd, scan_cmd, metrics_cmd, trace_cmd, compare_cmd, repro_cmd, run_cmd):
+    for mod in (
+        ledger_cmd,
+        scan_cmd,
+        metrics_cmd,
+        trace_cmd,
+        compare_cmd,
+        repro_cmd,
+        run_cmd,
+        ops_cmd,
+    ):
         mod.register(app)
 
 

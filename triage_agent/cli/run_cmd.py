@@ -28,13 +28,31 @@ def _demo_case(workspace: Path) -> Path:
 
 
 def run(
-    mismatch_step: Annotated[int | None, typer.Option("--mismatch-step", help="First step whose metric bits differ; detected when omitted.")] = None,
+    mismatch_step: Annotated[
+        int | None,
+        typer.Option(
+            "--mismatch-step", help="First step whose metric bits differ; detected when omitted."
+        ),
+    ] = None,
     case: CaseOpt = None,
     workspace: WorkspaceOpt = None,
-    budget_minutes: Annotated[float, typer.Option("--budget-minutes", help="Stop starting new work after this long.")] = 30.0,
-    max_hypotheses: Annotated[int, typer.Option("--max-hypotheses", help="Test at most K hypotheses from the scan.")] = 3,
-    no_confirm_trace: Annotated[bool, typer.Option("--no-confirm-trace", help="Skip the confirming trace when stage 1 supports a hypothesis.")] = False,
-    report: Annotated[bool, typer.Option("--report/--no-report", help="Write report.md and report.html at the end.")] = True,
+    budget_minutes: Annotated[
+        float, typer.Option("--budget-minutes", help="Stop starting new work after this long.")
+    ] = 30.0,
+    max_hypotheses: Annotated[
+        int, typer.Option("--max-hypotheses", help="Test at most K hypotheses from the scan.")
+    ] = 3,
+    no_confirm_trace: Annotated[
+        bool,
+        typer.Option(
+            "--no-confirm-trace",
+            help="Skip the confirming trace when stage 1 supports a hypothesis.",
+        ),
+    ] = False,
+    report: Annotated[
+        bool,
+        typer.Option("--report/--no-report", help="Write report.md and report.html at the end."),
+    ] = True,
 ) -> None:
     """Run the two-stage workflow on the case (the embedded DeepSpeed demo when there is none)."""
     from ..workflow.engine import RunOptions, run_workflow
@@ -62,9 +80,12 @@ def run(
 
     def render() -> Text:
         el = time.monotonic() - t0
-        return Text.assemble(("⠿ ", "cyan"), (f"{state['stage']:<9}", "bold"), f" {el:6.1f}s  ", state["msg"][:100])
+        return Text.assemble(
+            ("⠿ ", "cyan"), (f"{state['stage']:<9}", "bold"), f" {el:6.1f}s  ", state["msg"][:100]
+        )
 
     with Live(render(), console=console, refresh_per_second=4, transient=True) as live:
+
         def status(stage: str, msg: str) -> None:
             if stage != state["stage"]:
                 console.print(f"[dim]{time.monotonic() - t0:6.1f}s[/] [bold]{stage}[/]: {msg}")
@@ -107,8 +128,15 @@ def run(
 
 
 def demo(
-    dest: Annotated[Path, typer.Argument(help="Directory to write the demo case into.")] = Path("triage-demo"),
-    gpu: Annotated[bool, typer.Option("--gpu", help="The CUDA run-to-run case instead of the DeepSpeed resume case.")] = False,
+    dest: Annotated[Path, typer.Argument(help="Directory to write the demo case into.")] = Path(
+        "triage-demo"
+    ),
+    gpu: Annotated[
+        bool,
+        typer.Option(
+            "--gpu", help="The CUDA run-to-run case instead of the DeepSpeed resume case."
+        ),
+    ] = False,
 ) -> None:
     """Write a demo case out so it can be inspected, edited and run."""
     if gpu:
@@ -123,7 +151,9 @@ def demo(
 def report_cmd(
     case: CaseOpt = None,
     workspace: WorkspaceOpt = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Directory for report.md and report.html.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Directory for report.md and report.html.")
+    ] = None,
 ) -> None:
     """Write the reviewer's report (Markdown and a self-contained HTML page)."""
     from ..report import write_report

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
+from ..jit_ops import clear_stale_locks, lock_notes
 from ..trace_format import TRACE_GLOB
 from .config import CONFIG_ENV, CaptureConfig
 from .inject import INJECT_DIR
@@ -147,6 +148,8 @@ def capture_command(
     logs = Path(log_dir) if log_dir is not None else out
     logs.mkdir(parents=True, exist_ok=True)
     so, se = logs / "command.stdout.log", logs / "command.stderr.log"
+    # A dead build lock would hang the command until its timeout: clear it first.
+    lock_warnings = lock_notes(clear_stale_locks())
     t0 = time.monotonic()
     timed_out = False
     with open(so, "wb") as fo, open(se, "wb") as fe:
@@ -165,8 +168,13 @@ def capture_command(
         except BaseException:
             # Ctrl-C (or any error here): never leave the command's ranks running behind us.
             _kill_group(proc)
+            clear_stale_locks()
             raise
+    if timed_out:
+        # killed mid-way through a first JIT build, it leaves a lock every later run waits on
+        lock_warnings += lock_notes(clear_stale_locks())
     files, seen, traced, warnings = collect(config)
+    warnings += lock_warnings
     if timed_out:
         warnings.insert(0, f"the command ran past {timeout_s}s and was killed; partial trace kept")
     elif code:

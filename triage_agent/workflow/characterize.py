@@ -65,7 +65,9 @@ def characterize(
         )
         if step is not None:
             msg = f"step {step} was given, but " + msg
-        return MismatchReport(given_step=step, step=None, given_step_wrong=step is not None, message=msg, diff=diff)
+        return MismatchReport(
+            given_step=step, step=None, given_step_wrong=step is not None, message=msg, diff=diff
+        )
 
     wrong = step is not None and step != n
     first = diff.mismatches[0]

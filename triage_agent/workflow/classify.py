@@ -44,8 +44,14 @@ FIX_TEXT: dict[str, str] = {
     "environment": "align the environment (versions and numerics variables) between the runs",
 }
 
-_RANDOM_OPS = re.compile(r"dropout|bernoulli|rand|normal_|uniform_|multinomial|exponential_|geometric_|cauchy_|log_normal_", re.I)
-_ATOMIC_OPS = re.compile(r"index_add|scatter_add|scatter_reduce|index_put|embedding_dense_backward|_embedding_bag|put_|histc|bincount|cumsum", re.I)
+_RANDOM_OPS = re.compile(
+    r"dropout|bernoulli|rand|normal_|uniform_|multinomial|exponential_|geometric_|cauchy_|log_normal_",
+    re.I,
+)
+_ATOMIC_OPS = re.compile(
+    r"index_add|scatter_add|scatter_reduce|index_put|embedding_dense_backward|_embedding_bag|put_|histc|bincount|cumsum",
+    re.I,
+)
 
 
 def explains(category: str, event: dict) -> bool:
@@ -57,7 +63,9 @@ def explains(category: str, event: dict) -> bool:
     if category == "nondeterminism":
         return bool(_ATOMIC_OPS.search(name))
     if category in ("casts", "accumulation"):
-        return kind in ("optimizer", "collective") or bool(re.search(r"to_copy|copy_|add|sum|_to|div", name))
+        return kind in ("optimizer", "collective") or bool(
+            re.search(r"to_copy|copy_|add|sum|_to|div", name)
+        )
     if category == "collectives":
         return kind == "collective"
     if category == "optimizer-init":

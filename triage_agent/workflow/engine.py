@@ -55,9 +55,7 @@ Status = Callable[[str, str], None]  # (stage, message)
 
 
 def _relaunchable(case: Case) -> bool:
-    return all(
-        r.launch and r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b)
-    )
+    return all(r.launch and r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b))
 
 
 def _record_case(ledger: Ledger, case: Case) -> None:
@@ -73,7 +71,9 @@ def _record_case(ledger: Ledger, case: Case) -> None:
         )
 
 
-def baselines(case: Case, ledger: Ledger, opts: RunOptions, status: Status) -> tuple[Path | None, Path | None]:
+def baselines(
+    case: Case, ledger: Ledger, opts: RunOptions, status: Status
+) -> tuple[Path | None, Path | None]:
     """The untraced runs' metric files, launched once and cached in the workspace."""
     if not _relaunchable(case):
         return None, None
@@ -81,11 +81,17 @@ def baselines(case: Case, ledger: Ledger, opts: RunOptions, status: Status) -> t
     outs = materialize_case(case, Path(ledger.workspace), progress=lambda m: status("baseline", m))
     for o in outs:
         if not o.cached:
-            ledger.note(f"baseline run {o.run} took {o.seconds:.1f} s", argv=[" ".join(a) for a in o.argv], out_dir=o.out_dir)
+            ledger.note(
+                f"baseline run {o.run} took {o.seconds:.1f} s",
+                argv=[" ".join(a) for a in o.argv],
+                out_dir=o.out_dir,
+            )
     return Path(outs[0].metrics), Path(outs[1].metrics)
 
 
-def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | None = None) -> WorkflowResult:
+def run_workflow(
+    case: Case, ledger: Ledger, opts: RunOptions, status: Status | None = None
+) -> WorkflowResult:
     status = status or (lambda stage, msg: None)
     t0 = time.monotonic()
     deadline = t0 + opts.budget_minutes * 60
@@ -102,7 +108,9 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
 
         rep = characterize(case, opts.mismatch_step, ma, mb)
     if rep.step is None:
-        return WorkflowResult(mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message])
+        return WorkflowResult(
+            mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message]
+        )
     case = case.model_copy(update={"mismatch_step": rep.step})
 
     status("stage 1", "bounded static scan")
@@ -120,12 +128,21 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
 
     trace_ev: Evidence | None = None
     origin_hyp: Hypothesis | None = None
-    if _relaunchable(case) and (not supported or opts.confirm_trace) and time.monotonic() < deadline:
+    if (
+        _relaunchable(case)
+        and (not supported or opts.confirm_trace)
+        and time.monotonic() < deadline
+    ):
         from .stage2 import run_stage2
 
         status("stage 2", f"tracing steps {max(rep.step - 1, 0)}-{rep.step}")
         trace_ev, origin_hyp = run_stage2(
-            case, ledger, rep, supported, timeout_s=opts.timeout_s, on_status=lambda m: status("stage 2", m)
+            case,
+            ledger,
+            rep,
+            supported,
+            timeout_s=opts.timeout_s,
+            on_status=lambda m: status("stage 2", m),
         )
     candidates = _candidates(ledger, trace_ev)
     if not candidates and origin_hyp is not None and ma is not None:
@@ -136,10 +153,18 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
             candidates = [origin_hyp]
         elif policy and _time_left(ledger, deadline, "validating the trace origin's fix"):
             ev = _prior_rerun(ledger, origin_hyp.id) or validate_fix(
-                case, ledger, policy, [origin_hyp.id], str(ma), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+                case,
+                ledger,
+                policy,
+                [origin_hyp.id],
+                str(ma),
+                timeout_s=opts.timeout_s,
+                on_status=lambda m: status("fix", m),
             )
             if ev.result == EvidenceResult.supported:
-                candidates = [ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)]
+                candidates = [
+                    ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)
+                ]
 
     verdict = decide(case, ledger, rep, candidates, trace_ev, ma, opts, status, deadline)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
@@ -148,12 +173,19 @@ def run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status | 
 def _time_left(ledger: Ledger, deadline: float, what: str) -> bool:
     if time.monotonic() < deadline:
         return True
-    ledger.note(f"budget reached: not {what}; `triage run --budget-minutes M` resumes with more time", level="warning")
+    ledger.note(
+        f"budget reached: not {what}; `triage run --budget-minutes M` resumes with more time",
+        level="warning",
+    )
     return False
 
 
 def _prior_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
-    prior = [e for e in ledger.state().evidence_for(hyp_id) if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error]
+    prior = [
+        e
+        for e in ledger.state().evidence_for(hyp_id)
+        if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error
+    ]
     return prior[-1] if prior else None
 
 
@@ -169,7 +201,9 @@ def _candidates(ledger: Ledger, trace_ev: Evidence | None) -> list[Hypothesis]:
     if trace_ev is None or not trace_ev.data.get("origin"):
         return supported
     explained = set(trace_ev.data.get("explains", []))
-    keep = [h for h in supported if h.id in explained or trace_ev.data.get("origin_hypothesis") == h.id]
+    keep = [
+        h for h in supported if h.id in explained or trace_ev.data.get("origin_hypothesis") == h.id
+    ]
     dropped = [h.id for h in supported if h not in keep]
     if dropped:
         ledger.note(
@@ -201,7 +235,11 @@ def decide(
     hyp = candidates[0] if candidates else None
     chain: list[str] = [e.id for e in st.evidence if e.kind == EvidenceKind.metrics][-1:]
     if hyp is None:
-        where = (trace_ev.data.get("origin_location") or trace_ev.data.get("first_location")) if trace_ev else None
+        where = (
+            (trace_ev.data.get("origin_location") or trace_ev.data.get("first_location"))
+            if trace_ev
+            else None
+        )
         v = Verdict(
             classification=Classification.unknown,
             statement=(
@@ -236,11 +274,23 @@ def decide(
     ):
         if policy:
             fix_ev = validate_fix(
-                case, ledger, policy, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+                case,
+                ledger,
+                policy,
+                [hyp.id],
+                str(baseline_a),
+                timeout_s=opts.timeout_s,
+                on_status=lambda m: status("fix", m),
             )
         elif rep.source_differs and findings:
             fix_ev = validate_revert(
-                case, ledger, findings[0].file, [hyp.id], str(baseline_a), timeout_s=opts.timeout_s, on_status=lambda m: status("fix", m)
+                case,
+                ledger,
+                findings[0].file,
+                [hyp.id],
+                str(baseline_a),
+                timeout_s=opts.timeout_s,
+                on_status=lambda m: status("fix", m),
             )
     if fix_ev is not None:
         chain.append(fix_ev.id)
@@ -252,7 +302,9 @@ def decide(
         loc_parts.append(f"first divergence: {trace_ev.data['origin_location']}")
     fix_text = FIX_TEXT.get(hyp.category, "")
     if fix_ev is None:
-        fix_text += ". Not validated: no intervention was run (no policy or revert applies, or no relaunch)"
+        fix_text += (
+            ". Not validated: no intervention was run (no policy or revert applies, or no relaunch)"
+        )
     elif fix_ev.result == EvidenceResult.supported:
         fix_text += f". Validated: {fix_ev.summary}"
     else:

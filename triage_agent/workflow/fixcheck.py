@@ -32,12 +32,26 @@ def validate_fix(
     last: Evidence | None = None
     for label, both in attempts:
         on_status(f"fix check: policy {policy} on {label}")
-        out_b = materialize(case.run_b, ws, f"policy-{policy}", policies=[policy], timeout_s=timeout_s, progress=on_status)
+        out_b = materialize(
+            case.run_b,
+            ws,
+            f"policy-{policy}",
+            policies=[policy],
+            timeout_s=timeout_s,
+            progress=on_status,
+        )
         argv = joined_argv(out_b)
         a_metrics = baseline_a_metrics
         failed = None if out_b.ok else out_b
         if both:
-            out_a = materialize(case.run_a, ws, f"policy-{policy}", policies=[policy], timeout_s=timeout_s, progress=on_status)
+            out_a = materialize(
+                case.run_a,
+                ws,
+                f"policy-{policy}",
+                policies=[policy],
+                timeout_s=timeout_s,
+                progress=on_status,
+            )
             a_metrics = out_a.metrics
             argv = joined_argv(out_b, out_a)
             failed = failed or (None if out_a.ok else out_a)
@@ -67,7 +81,12 @@ def validate_fix(
             result=EvidenceResult.supported if matched else EvidenceResult.refuted,
             summary=summary,
             argv=argv,
-            data={"policy": policy, "applied_to": label, "first_step": d.first_step, "common_steps": len(d.common_steps)},
+            data={
+                "policy": policy,
+                "applied_to": label,
+                "first_step": d.first_step,
+                "common_steps": len(d.common_steps),
+            },
             duration_s=out_b.seconds,
         )
         if matched or both:
@@ -107,7 +126,10 @@ def validate_revert(
         repo = git.Repo(b.repo, search_parent_directories=True)
         work = git.Repo(case.run_b.cwd)
         rev_b = repo.commit(check_rev(b.rev or "HEAD")).hexsha
-        if work.head.commit.hexsha != rev_b or Path(work.common_dir).resolve() != Path(repo.common_dir).resolve():
+        if (
+            work.head.commit.hexsha != rev_b
+            or Path(work.common_dir).resolve() != Path(repo.common_dir).resolve()
+        ):
             return None
         old = repo.git.show(f"{repo.commit(check_rev(a.rev)).hexsha}:{file}")
     except (git.GitError, ValueError):
@@ -120,10 +142,18 @@ def validate_revert(
     (variant / file).write_text(old + ("\n" if not old.endswith("\n") else ""))
     run = case.run_b.model_copy(update={"cwd": str(variant), "name": case.run_b.name})
     on_status(f"fix check: B with {file} at {a.rev}")
-    out = materialize(run, ws, f"revert-{file.replace('/', '_')}", timeout_s=timeout_s, progress=on_status)
+    out = materialize(
+        run, ws, f"revert-{file.replace('/', '_')}", timeout_s=timeout_s, progress=on_status
+    )
     argv = joined_argv(out)
     if not out.ok:
-        ev = Evidence(hypotheses=hypotheses, kind=EvidenceKind.rerun, result=EvidenceResult.error, summary=f"rerun of B with {file} reverted failed (exit codes {out.exit_codes})", argv=argv)
+        ev = Evidence(
+            hypotheses=hypotheses,
+            kind=EvidenceKind.rerun,
+            result=EvidenceResult.error,
+            summary=f"rerun of B with {file} reverted failed (exit codes {out.exit_codes})",
+            argv=argv,
+        )
         ledger.add_evidence(ev)
         return ev
     d = diff_metrics(load_metrics(baseline_a_metrics), load_metrics(out.metrics))
@@ -134,10 +164,19 @@ def validate_revert(
         result=EvidenceResult.supported if matched else EvidenceResult.refuted,
         summary=(
             f"B rerun with only {file} taken back to {a.rev}, uninstrumented: "
-            + (f"all {len(d.common_steps)} common steps now match A bit for bit" if matched else f"still differs first at step {d.first_step}")
+            + (
+                f"all {len(d.common_steps)} common steps now match A bit for bit"
+                if matched
+                else f"still differs first at step {d.first_step}"
+            )
         ),
         argv=argv,
-        data={"reverted": file, "to_rev": a.rev, "first_step": d.first_step, "variant": str(variant)},
+        data={
+            "reverted": file,
+            "to_rev": a.rev,
+            "first_step": d.first_step,
+            "variant": str(variant),
+        },
         duration_s=out.seconds,
     )
     ledger.add_evidence(ev)

@@ -73,7 +73,12 @@ def _case_scripts(case: Case) -> list[Path]:
     out = []
     for run in (case.run_a, case.run_b):
         cwd = Path(run.cwd or ".")
-        out += [cwd / a for argv in run.launch for a in argv if a.endswith(".py") and (cwd / a).is_file()]
+        out += [
+            cwd / a
+            for argv in run.launch
+            for a in argv
+            if a.endswith(".py") and (cwd / a).is_file()
+        ]
     return sorted(set(out))
 
 
@@ -87,6 +92,7 @@ def called_from_case(case: Case) -> set[str]:
 
 def rerank(findings: list[Finding], called: set[str]) -> list[Finding]:
     """Stable re-rank: a finding in a function the case's scripts call directly gets +0.5."""
+
     def key(f: Finding) -> float:
         fn = (f.function or "").rsplit(".", 1)[-1]
         return -(f.score + (0.5 if fn in called else 0.0))
@@ -131,7 +137,10 @@ def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
     # The case's own code first, then the installed frameworks its scripts import.
     paths = [*(case.scan_paths or case.source_roots), *framework_paths(case)]
     return ScanRequest(
-        paths=paths, phase=phase, max_seconds=max_seconds, exclude_globs=[*DEFAULT_EXCLUDES, *case.exclude_globs]
+        paths=paths,
+        phase=phase,
+        max_seconds=max_seconds,
+        exclude_globs=[*DEFAULT_EXCLUDES, *case.exclude_globs],
     )
 
 
@@ -241,19 +250,25 @@ def run_stage1(
         done = [e for e in state.evidence_for(hyp.id) if e.kind == EvidenceKind.reproducer]
         if done and hyp.status == HypothesisStatus.open:
             # Interrupted between the evidence and the status update: the evidence decides.
-            hyp = ledger.update_hypothesis(hyp.id, status=_STATUS.get(done[-1].result, HypothesisStatus.inconclusive))
+            hyp = ledger.update_hypothesis(
+                hyp.id, status=_STATUS.get(done[-1].result, HypothesisStatus.inconclusive)
+            )
         if hyp.status == HypothesisStatus.supported:
             break  # ranked order: the first supported hypothesis goes on to the trace check
         if not done and hyp.status == HypothesisStatus.open:
             if deadline is not None and time.monotonic() >= deadline:
-                ledger.note(f"budget reached: {hyp.id} and later hypotheses left untested", level="warning")
+                ledger.note(
+                    f"budget reached: {hyp.id} and later hypotheses left untested", level="warning"
+                )
                 break
             on_status(f"testing {hyp.id}: {hyp.statement[:70]}")
             ev = test_hypothesis(ledger, case, hyp, state.findings[hyp.findings[0]], timeout_s)
             if ev.result == EvidenceResult.supported:
                 break
     state = ledger.state()
-    out.supported = [h.id for h in state.hypotheses.values() if h.status == HypothesisStatus.supported]
+    out.supported = [
+        h.id for h in state.hypotheses.values() if h.status == HypothesisStatus.supported
+    ]
     return out
 
 

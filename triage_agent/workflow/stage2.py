@@ -36,10 +36,16 @@ from .classify import _ATOMIC_OPS, _RANDOM_OPS, CLASSIFICATION, explains
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
 
 
-def _pair(case: Case, ws: Path, label: str, cfg: CaptureConfig, timeout_s: float, on_status) -> tuple[RunOutcome, RunOutcome]:
+def _pair(
+    case: Case, ws: Path, label: str, cfg: CaptureConfig, timeout_s: float, on_status
+) -> tuple[RunOutcome, RunOutcome]:
     with ThreadPoolExecutor(2) as pool:
-        fa = pool.submit(materialize, case.run_a, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status)
-        fb = pool.submit(materialize, case.run_b, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status)
+        fa = pool.submit(
+            materialize, case.run_a, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status
+        )
+        fb = pool.submit(
+            materialize, case.run_b, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status
+        )
         return fa.result(), fb.result()
 
 
@@ -65,9 +71,9 @@ def _rows(res: CompareResult, label: str) -> list[dict]:
                 "scope": ref.scope if ref else "",
                 "name": ref.name if ref else "",
                 "call": ref.call if ref else "",
-                "detail": "; ".join(lab.message for lab in d.labels) if d else (
-                    "outside capture scope" if r.outside_scope else ""
-                ),
+                "detail": "; ".join(lab.message for lab in d.labels)
+                if d
+                else ("outside capture scope" if r.outside_scope else ""),
             }
         )
     return rows
@@ -105,19 +111,29 @@ def _perturbation(
     problems = []
     for out in traced:
         if not out.ok or out.metrics is None:
-            problems.append(f"traced run {out.run} failed (exit codes {out.exit_codes}; logs {out.logs[-1:]})")
+            problems.append(
+                f"traced run {out.run} failed (exit codes {out.exit_codes}; logs {out.logs[-1:]})"
+            )
             continue
         if repeat:
             continue
         d = diff_metrics(load_metrics(base[out.run]), load_metrics(out.metrics))
         if d.first_step is not None:
-            problems.append(f"tracing changed run {out.run}'s own metric bits from step {d.first_step}")
+            problems.append(
+                f"tracing changed run {out.run}'s own metric bits from step {d.first_step}"
+            )
     return problems
 
 
 def trace_and_compare(
-    case: Case, ledger: Ledger, rep: MismatchReport, cfg: CaptureConfig, label: str,
-    base: dict[str, str], timeout_s: float, on_status: Callable[[str], None],
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    cfg: CaptureConfig,
+    label: str,
+    base: dict[str, str],
+    timeout_s: float,
+    on_status: Callable[[str], None],
 ) -> tuple[CompareResult | None, Evidence]:
     ws = Path(ledger.workspace)
     level: str | None = cfg.level
@@ -133,7 +149,10 @@ def trace_and_compare(
             break
         if failed and not retried:
             # A crashed relaunch is not evidence of perturbation: try the same level once more.
-            ledger.note(f"{label} at {level} level: {'; '.join(problems)}; retrying once at the same level", level="warning")
+            ledger.note(
+                f"{label} at {level} level: {'; '.join(problems)}; retrying once at the same level",
+                level="warning",
+            )
             retried = True
             continue
         ledger.note(
@@ -144,12 +163,20 @@ def trace_and_compare(
         level, retried = LIGHTER.get(level), False
         cfg = cfg.model_copy(update={"dump": []})
     else:
-        ev = Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.error, summary=f"{label}: no capture level gave a usable trace (failed or perturbed the run, see the notes); no trace comparison is trustworthy")
+        ev = Evidence(
+            kind=EvidenceKind.trace_compare,
+            result=EvidenceResult.error,
+            summary=f"{label}: no capture level gave a usable trace (failed or perturbed the run, see the notes); no trace comparison is trustworthy",
+        )
         ledger.add_evidence(ev)
         return None, ev
     res = compare_runs(*load_runs(ta.trace_dir, tb.trace_dir), mapping=case.correspondence_map)
     argv = joined_argv(tb)
-    arts = [ledger.artifact(p, role=f"trace {out.run}") for out in (ta, tb) for p in sorted(Path(out.trace_dir).glob("trace_rank*.jsonl"))]
+    arts = [
+        ledger.artifact(p, role=f"trace {out.run}")
+        for out in (ta, tb)
+        for p in sorted(Path(out.trace_dir).glob("trace_rank*.jsonl"))
+    ]
     origin = _origin(res)
     if res.status == "identical":
         summary = f"{label} ({level}): traced runs identical over steps {cfg.steps}, although their untraced bits differ at step {rep.step}: the capture hides the divergence or the window misses it"
@@ -190,7 +217,14 @@ def trace_and_compare(
             "complete": res.complete,
             "warnings": res.warnings,
             "unmatched": [
-                {"rank": r.rank, "reason": u.reason, "other_index": u.other_index, **u.event.model_dump(include={"run", "index", "step", "kind", "scope", "name", "call"})}
+                {
+                    "rank": r.rank,
+                    "reason": u.reason,
+                    "other_index": u.other_index,
+                    **u.event.model_dump(
+                        include={"run", "index", "step", "kind", "scope", "name", "call"}
+                    ),
+                }
                 for r in res.ranks
                 for u in r.unmatched[:50]
             ],
@@ -209,7 +243,11 @@ def run_stage2(
     on_status: Callable[[str], None] = lambda s: None,
 ) -> tuple[Evidence | None, Hypothesis | None]:
     st = ledger.state()
-    prior = [e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.result != EvidenceResult.error]
+    prior = [
+        e
+        for e in st.evidence
+        if e.kind == EvidenceKind.trace_compare and e.result != EvidenceResult.error
+    ]
     done = [x for x in st.stages if x["stage"] == "trace" and x.get("status") == "done"]
     if done and prior:
         mark = done[-1]
@@ -230,7 +268,9 @@ def run_stage2(
         step = (first.b or first.a).step if first else n
         ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
         op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(step, step), level="op", digest="both")
-        res2, ev2 = trace_and_compare(case, ledger, rep, op_cfg, "whole-step op trace", base, timeout_s, on_status)
+        res2, ev2 = trace_and_compare(
+            case, ledger, rep, op_cfg, "whole-step op trace", base, timeout_s, on_status
+        )
         origin = _origin(res2) if res2 else None
         res, ev, final = res2, ev2, ev2
     if origin is not None:
@@ -240,18 +280,28 @@ def run_stage2(
             scope_re = "^" + re.escape(ref.scope) + r"(\.|$)"
             # Order-sensitive digests too: an XOR digest of a 0/1 mask is only its parity.
             op_cfg = CaptureConfig(
-                out_dir=ws / "unused", steps=(ref.step, ref.step), level="op", scope=scope_re,
-                dump=[f"{ref.scope}:*", f"{ref.scope}.*:*"], digest="both",
+                out_dir=ws / "unused",
+                steps=(ref.step, ref.step),
+                level="op",
+                scope=scope_re,
+                dump=[f"{ref.scope}:*", f"{ref.scope}.*:*"],
+                digest="both",
             )
             ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
-            res2, ev2 = trace_and_compare(case, ledger, rep, op_cfg, "op trace", base, timeout_s, on_status)
+            res2, ev2 = trace_and_compare(
+                case, ledger, rep, op_cfg, "op trace", base, timeout_s, on_status
+            )
             o2 = _origin(res2) if res2 else None
             if o2 is not None:
                 origin, ev, final = o2, ev2, ev2
             else:
-                ev2.summary += "; op level shows no origin inside the module: the module-level origin stands"
+                ev2.summary += (
+                    "; op level shows no origin inside the module: the module-level origin stands"
+                )
                 ledger.add_evidence(ev2)
-                ev = final  # the module-level evidence is recorded again below, with its cross-check
+                ev = (
+                    final  # the module-level evidence is recorded again below, with its cross-check
+                )
     explained = []
     if origin is not None:
         ref = origin.b or origin.a
@@ -270,7 +320,9 @@ def run_stage2(
         explained = [h.id for h in supported if explains(h.category, event)]
         for h in supported:
             verdict_text = "explains" if h.id in explained else "does NOT explain"
-            ledger.note(f"trace cross-check: {h.id} ({h.category}) {verdict_text} the first divergence at {_where(ref)}")
+            ledger.note(
+                f"trace cross-check: {h.id} ({h.category}) {verdict_text} the first divergence at {_where(ref)}"
+            )
     if ev is not None and res is not None:
         ev.data["explains"] = explained
         ev.hypotheses = [h.id for h in supported]
@@ -332,11 +384,20 @@ def _origin_hypothesis(
     ref = origin.b or origin.a
     name = f"{ref.scope} {ref.name}"
     if _RANDOM_OPS.search(name):
-        category, stmt = "rng-state", f"the random op {ref.scope}::{ref.name} draws different random numbers in the two runs (its inputs are equal, its output is not)"
+        category, stmt = (
+            "rng-state",
+            f"the random op {ref.scope}::{ref.name} draws different random numbers in the two runs (its inputs are equal, its output is not)",
+        )
     elif _ATOMIC_OPS.search(name):
-        category, stmt = "nondeterminism", f"{ref.scope}::{ref.name} is nondeterministic: equal inputs give different outputs"
+        category, stmt = (
+            "nondeterminism",
+            f"{ref.scope}::{ref.name} is nondeterministic: equal inputs give different outputs",
+        )
     else:
-        category, stmt = "unknown", f"{ref.scope}::{ref.name} gives different outputs on equal inputs"
+        category, stmt = (
+            "unknown",
+            f"{ref.scope}::{ref.name} gives different outputs on equal inputs",
+        )
     hyp = Hypothesis(
         statement=f"{stmt} (first divergence: {_where(ref)})",
         category=category,
@@ -358,7 +419,9 @@ def _origin_hypothesis(
     return hyp
 
 
-def _replay(ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evidence) -> Evidence | None:
+def _replay(
+    ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evidence
+) -> Evidence | None:
     """Replay the origin op on its dumped inputs: as captured, then under deterministic algorithms.
 
     Supports a nondeterminism hypothesis when equal inputs give varying outputs as captured
@@ -372,14 +435,23 @@ def _replay(ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evide
         ledger.note(f"no tensor dump for {ref.scope}::{ref.name}: replay skipped")
         return None
     if hyp.category == "rng-state":
-        ledger.note(f"{ref.name} is a random op: a replay cannot hold its generator state; the policy rerun tests it")
+        ledger.note(
+            f"{ref.name} is a random op: a replay cannot hold its generator state; the policy rerun tests it"
+        )
         return None
     dump = Path(trace_ev.data["trace_dirs"]["b"]) / ref.dump
     roots = [ledger.workspace, *trace_ev.data["trace_dirs"].values()]
     as_is = replay_dump(dump, ledger.workspace, repeats=8, hypotheses=[hyp.id], roots=roots)
     if as_is.data.get("repeatable", True):
         return as_is
-    det = replay_dump(dump, ledger.workspace, repeats=8, policy=ReplayPolicy(deterministic=True), hypotheses=[hyp.id], roots=roots)
+    det = replay_dump(
+        dump,
+        ledger.workspace,
+        repeats=8,
+        policy=ReplayPolicy(deterministic=True),
+        hypotheses=[hyp.id],
+        roots=roots,
+    )
     ok = bool(det.data.get("repeatable"))
     ev = Evidence(
         hypotheses=[hyp.id],
@@ -388,7 +460,11 @@ def _replay(ledger: Ledger, hyp: Hypothesis, origin: Divergence, trace_ev: Evide
         result=EvidenceResult.supported if ok else EvidenceResult.inconclusive,
         summary=(
             f"{ref.name} on its captured inputs gave {as_is.data.get('distinct_runs')} distinct outputs in 8 runs ({as_is.id}); "
-            + ("with deterministic algorithms every run was identical" if ok else f"with deterministic algorithms: {det.summary}")
+            + (
+                "with deterministic algorithms every run was identical"
+                if ok
+                else f"with deterministic algorithms: {det.summary}"
+            )
             + f" ({det.id})"
         ),
         data={"as_captured": as_is.id, "deterministic": det.id, "deterministic_repeatable": ok},

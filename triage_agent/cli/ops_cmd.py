@@ -1,0 +1,71 @@
+"""`triage ops build|locks`: DeepSpeed's JIT ops built ahead of time, and dead build locks."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .common import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="DeepSpeed's just-in-time C++ ops.", no_args_is_help=True)
+    app.add_typer(group, name="ops")
+
+    @group.command(
+        "build",
+        help="Build the DeepSpeed ops runs load (shm allreduce, Adam) so no run's timeout "
+        "pays for a first build. Cached builds only load.",
+    )
+    def build(
+        op: Annotated[
+            list[str] | None,
+            typer.Option("--op", help="a DeepSpeed builder name (repeatable)"),
+        ] = None,
+    ) -> None:
+        from ..jit_ops import DEFAULT_OPS, build_ops, extensions_root, lock_notes, ninja_on_path
+
+        with console.status("building DeepSpeed ops", spinner="dots") as status:
+            results, removed = build_ops(
+                tuple(op) if op else DEFAULT_OPS, progress=lambda m: status.update(m)
+            )
+        for n in lock_notes(removed):
+            err_console.print(f"[yellow]note:[/] {n}", highlight=False)
+        t = Table(title=f"DeepSpeed ops ({len(results)})")
+        for col in ("op", "status", "s", "detail"):
+            t.add_column(col)
+        colour = {"ready": "green", "skipped": "yellow", "failed": "red"}
+        for r in results:
+            detail = "" if r.status == "ready" else r.detail
+            t.add_row(r.name, f"[{colour[r.status]}]{r.status}[/]", f"{r.seconds:.1f}", detail)
+        console.print(t)
+        typer.echo(f"build root: {extensions_root()}; ninja: {ninja_on_path()}")
+        failed = [r for r in results if r.status == "failed"]
+        if failed:
+            err_console.print(
+                f"[bold red]error:[/] {len(failed)} op(s) failed to build: "
+                f"{failed[0].name}: {failed[0].detail}",
+                highlight=False,
+            )
+            sys.exit(1)
+
+    @group.command("locks", help="List build locks; --clear removes those no process holds.")
+    def locks(
+        clear: Annotated[bool, typer.Option("--clear", help="remove dead locks")] = False,
+    ) -> None:
+        from ..jit_ops import clear_stale_locks, extensions_root, lock_files, stale_locks
+
+        every = lock_files()
+        dead = {str(p) for p in stale_locks()}
+        if not every:
+            typer.echo(f"no build locks under {extensions_root()}")
+            return
+        for p in every:
+            state = "dead" if str(p) in dead else "held"
+            typer.echo(f"{state}  {p}")  # whole paths, never wrapped
+        if clear:
+            removed = clear_stale_locks()
+            typer.echo(f"removed {len(removed)} dead lock(s)")

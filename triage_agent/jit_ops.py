@@ -1,0 +1,197 @@
+"""DeepSpeed's just-in-time C++ ops: building them ahead of time, and their build locks.
+
+torch builds an extension under a lock file it creates with O_EXCL and holds open until the
+build ends. A builder killed mid-build (a run that hit its timeout during the first launch,
+a Ctrl-C) leaves the file behind, and every later launch then waits on it forever. A lock
+that no process holds open is therefore dead, and it is safe to remove; that is the test
+here. Without /proc nothing can be proved, so nothing is removed.
+
+Building ahead of time (``triage ops build``) keeps the minutes a first build takes out of
+every run's timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .errors import InputError
+
+# The ops a DeepSpeed run on this project's paths loads: the shared-memory allreduce that
+# deepspeed.comm builds on CPU, and the Adam that a DeepSpeed "Adam"/"AdamW" config builds.
+DEFAULT_OPS = ("ShareMemCommBuilder", "FusedAdamBuilder")
+
+
+def extensions_root() -> Path:
+    """Where torch builds extensions for this user: $TORCH_EXTENSIONS_DIR or the cache."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "torch_extensions"
+
+
+def lock_files(root: Path | None = None) -> list[Path]:
+    """Every build lock under the root (one or two levels: with and without the py/cu folder)."""
+    base = root or extensions_root()
+    if not base.is_dir():
+        return []
+    return sorted({*base.glob("*/lock"), *base.glob("*/*/lock")})
+
+
+def _open_paths() -> set[str] | None:
+    """Targets of every file descriptor this user can see, or None where /proc is missing."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    held: set[str] = set()
+    for pid in proc.iterdir():
+        if not pid.name.isdigit():
+            continue
+        try:
+            fds = list((pid / "fd").iterdir())
+        except OSError:  # gone, or another user's
+            continue
+        for fd in fds:
+            try:
+                held.add(os.readlink(fd))
+            except OSError:
+                continue
+    return held
+
+
+def stale_locks(root: Path | None = None) -> list[Path]:
+    """Locks no process holds open: builds that were killed. Empty where that can't be told."""
+    locks = lock_files(root)
+    if not locks:
+        return []
+    held = _open_paths()
+    if held is None:
+        return []
+    return [p for p in locks if str(p.resolve()) not in held and str(p) not in held]
+
+
+def clear_stale_locks(root: Path | None = None) -> list[str]:
+    """Remove dead build locks; returns what was removed so callers can say so."""
+    removed = []
+    for p in stale_locks(root):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(str(p))
+    return removed
+
+
+def lock_notes(removed: list[str]) -> list[str]:
+    return [
+        f"removed the dead C++ extension build lock {p} (its builder was killed); "
+        "the op is rebuilt on next use, or now with `triage ops build`"
+        for p in removed
+    ]
+
+
+def ninja_on_path() -> str:
+    """The ninja a build here (and a run with this PATH) uses, with its version.
+
+    Builds are reused only by the same ninja: 1.11 and 1.13 hash their build logs
+    differently, so each rebuilds everything the other built.
+    """
+    exe = shutil.which("ninja")
+    if exe is None:
+        return "none on PATH"
+    try:
+        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+        return f"{exe} {ver.stdout.strip()}"
+    except (OSError, subprocess.SubprocessError):
+        return exe
+
+
+class OpBuild(BaseModel):
+    op: str
+    name: str
+    status: str  # ready | skipped | failed
+    seconds: float
+    detail: str = ""
+
+
+def build_ops(
+    ops: tuple[str, ...] | list[str] = DEFAULT_OPS,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[OpBuild], list[str]]:
+    """Build (or load, when cached) each DeepSpeed op this accelerator offers.
+
+    Returns the per-op results and the dead locks removed first. An op the accelerator does
+    not provide, or that DeepSpeed reports incompatible here, is skipped with the reason.
+    """
+    removed = clear_stale_locks()
+    try:
+        import deepspeed.ops as ds_ops
+        from deepspeed.accelerator import get_accelerator
+    except Exception as e:  # noqa: BLE001 - any import failure is the same message
+        raise InputError(f"DeepSpeed cannot be imported here ({e}); install it first") from None
+    accel = get_accelerator()
+    results: list[OpBuild] = []
+    for op in ops:
+        try:
+            builder = accel.create_op_builder(op)
+        except Exception as e:  # noqa: BLE001 - an unknown builder name
+            results.append(OpBuild(op=op, name="?", status="skipped", seconds=0.0, detail=str(e)))
+            continue
+        if builder is None:
+            results.append(
+                OpBuild(
+                    op=op,
+                    name="?",
+                    status="skipped",
+                    seconds=0.0,
+                    detail=f"the {accel._name} accelerator has no such op",
+                )
+            )
+            continue
+        if not ds_ops.__compatible_ops__.get(builder.NAME, False):
+            results.append(
+                OpBuild(
+                    op=op,
+                    name=builder.NAME,
+                    status="skipped",
+                    seconds=0.0,
+                    detail="DeepSpeed reports it incompatible with this machine",
+                )
+            )
+            continue
+        if progress:
+            progress(f"building {builder.NAME} (first build takes minutes)")
+        t0 = time.monotonic()
+        try:
+            builder.load(verbose=False)
+        except Exception as e:  # noqa: BLE001 - compiler errors arrive as many types
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            results.append(
+                OpBuild(
+                    op=op,
+                    name=builder.NAME,
+                    status="failed",
+                    seconds=round(time.monotonic() - t0, 1),
+                    detail=first,
+                )
+            )
+            continue
+        results.append(
+            OpBuild(
+                op=op,
+                name=builder.NAME,
+                status="ready",
+                seconds=round(time.monotonic() - t0, 1),
+                detail=str(extensions_root()),
+            )
+        )
+    sys.stdout.flush()
+    return results, removed
