@@ -14,6 +14,10 @@ tiny Linear+ReLU layers on the CPU, so kernel time is negligible and the differe
 a traced and an untraced step, divided by the events it records, is the Python cost of one
 event (staging, dedup, bookkeeping, and writing it at the step boundary). It prints a table
 and appends nothing: python benchmarks/trace_overhead.py --host-cost
+
+``--profile`` splits each mode's step into wall time, device busy time and the time of the
+digest kernels (torch.profiler), to tell host-bound overhead from bytes hashed. It prints a
+table and appends nothing: python benchmarks/trace_overhead.py --profile
 """
 
 from __future__ import annotations
@@ -89,6 +93,72 @@ def host_cost(args) -> None:
             print(f"| {level} | {events} | {us:.0f} | {per:.1f} | {min(write_us) / events:.1f} |")
 
 
+def profile(args, step, sync, timed) -> None:
+    """Split each mode's step into wall time, device busy time and time in digest kernels.
+
+    Wall is the median of ``--reps`` unprofiled steps; busy time is the sum of the kernels'
+    own durations in one profiled step (a kernel counted once, not again under the op that
+    launched it). Wall well above busy means the host (Python hooks, launches) is the bound;
+    busy grown by about the digest kernels' time means the bytes hashed are. Prints a table
+    and appends nothing.
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    acts = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(ProfilerActivity.CUDA)
+    digest_ops = ("aten::hash_tensor", "aten::stack")
+
+    def busy_of(run_one) -> tuple[float, float, int]:
+        with torch_profile(activities=acts) as prof:
+            run_one(10_000)
+            sync()
+        busy = digest = 0.0
+        kernels = 0
+        for e in prof.key_averages():
+            if e.device_type == DeviceType.CUDA:  # a kernel (or memcpy/memset) itself
+                busy += e.self_device_time_total
+                kernels += e.count
+                if "triton" in e.key or "digest" in e.key:
+                    digest += e.self_device_time_total
+            elif e.key in digest_ops:
+                digest += e.device_time_total
+        return busy / 1e3, digest / 1e3, kernels
+
+    def under(level, tmp, measure):
+        if level is None:
+            return measure(lambda i: step())
+        with Tracer(
+            CaptureConfig(out_dir=Path(tmp) / f"{level}-{measure.__name__}", level=level)
+        ) as tr:
+
+            def traced(i):
+                tr.step(i + 1)
+                step()
+                tr.end_step()
+
+            return measure(traced)
+
+    levels = (None, "module", "op")
+    with tempfile.TemporaryDirectory() as tmp:
+        # every wall first: a profiler session leaves the process slower to launch kernels
+        walls = [under(lv, tmp, timed) for lv in levels]
+        rows = [
+            (lv and f"tracer, {lv} level" or "untraced", w, *under(lv, tmp, busy_of))
+            for lv, w in zip(levels, walls, strict=True)
+        ]
+    base_wall, base_busy = rows[0][1], rows[0][2]
+    print("| mode | wall ms | x | device busy ms | + busy ms | digest kernels ms | kernels |")
+    print("|---|---|---|---|---|---|---|")
+    for name, wall, busy, digest, kernels in rows:
+        print(
+            f"| {name} | {wall:.2f} | {wall / base_wall:.2f} | {busy:.2f} | "
+            f"{busy - base_busy:+.2f} | {digest:.2f} | {kernels} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=12)
@@ -101,6 +171,11 @@ def main() -> None:
     ap.add_argument("--results", default=str(Path(__file__).parent / "RESULTS.md"))
     ap.add_argument("--host-cost", action="store_true", help="host us per event, tiny CPU model")
     ap.add_argument("--tiny-layers", type=int, default=64)
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="where the time goes: GPU busy time and digest kernels vs the step's wall time",
+    )
     args = ap.parse_args()
     if args.host_cost:
         host_cost(args)
@@ -124,6 +199,9 @@ def main() -> None:
             ts.append(time.perf_counter() - t0)
         return statistics.median(ts) * 1e3
 
+    if args.profile:
+        profile(args, step, sync, timed)
+        return
     rows: list[tuple[str, float | None, str]] = []
     rows.append(("untraced", timed(lambda i: step()), ""))
     try:
