@@ -38,6 +38,7 @@ from triage_agent.paths import contained
 from triage_agent.provenance import capture
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 from triage_agent.runs import free_port
+from triage_agent.shm_buffers import buffer_note, clear_dead_buffers
 
 from .generator import REPRO_SUBDIR, GeneratedReproducer, recorded
 from .params import OUTPUT_SCHEMA, ReproducerOutput, template_info
@@ -152,8 +153,8 @@ def run_argv(
     if not argv or not all(isinstance(a, str) for a in argv):
         raise InputError("argv must be a non-empty list of strings")
     out_p, err_p = cwd / "stdout.txt", cwd / "stderr.txt"
-    # A dead build lock would hang the program until its timeout: clear it first.
-    notes = lock_notes(clear_stale_locks())
+    # A dead build lock, or a dead job's shm buffer on a reused port, would hang the program.
+    notes = lock_notes(clear_stale_locks()) + buffer_note(*clear_dead_buffers())
     t0 = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -184,12 +185,14 @@ def run_argv(
     except BaseException:
         _kill_group(proc)  # Ctrl-C: leave no rank of the reproducer running
         clear_stale_locks()
+        clear_dead_buffers()
         raise
     # Ranks spawned by the program may outlive it: always clear the whole group.
     _kill_group(proc)
     if timed_out:
         # killed mid-way through a first JIT build, it leaves a lock every later run waits on
         notes += lock_notes(clear_stale_locks())
+    notes += buffer_note(*clear_dead_buffers())  # DeepSpeed never unlinks its own
     for t in pumps:
         t.join(10)
     return LaunchOutcome(
@@ -296,7 +299,7 @@ def interpret(outcome: LaunchOutcome, template: str) -> tuple[EvidenceResult, st
     if outcome.timed_out:
         return _error(
             f"timed out after {outcome.duration_s:.0f} s: process group killed"
-            + "".join(f"; {n}" for n in outcome.notes),
+            + "".join(f"; {n}" for n in outcome.notes if "build lock" in n),
             stderr_tail=stderr_tail,
         )
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .errors import InputError
+from .proc_files import held_paths
 
 # The ops a DeepSpeed run on this project's paths loads: the shared-memory allreduce that
 # deepspeed.comm builds on CPU, and the Adam that a DeepSpeed "Adam"/"AdamW" config builds.
@@ -46,33 +47,12 @@ def lock_files(root: Path | None = None) -> list[Path]:
     return sorted({*base.glob("*/lock"), *base.glob("*/*/lock")})
 
 
-def _open_paths() -> set[str] | None:
-    """Targets of every file descriptor this user can see, or None where /proc is missing."""
-    proc = Path("/proc")
-    if not (proc / "self" / "fd").is_dir():
-        return None
-    held: set[str] = set()
-    for pid in proc.iterdir():
-        if not pid.name.isdigit():
-            continue
-        try:
-            fds = list((pid / "fd").iterdir())
-        except OSError:  # gone, or another user's
-            continue
-        for fd in fds:
-            try:
-                held.add(os.readlink(fd))
-            except OSError:
-                continue
-    return held
-
-
 def stale_locks(root: Path | None = None) -> list[Path]:
     """Locks no process holds open: builds that were killed. Empty where that can't be told."""
     locks = lock_files(root)
     if not locks:
         return []
-    held = _open_paths()
+    held = held_paths()
     if held is None:
         return []
     return [p for p in locks if str(p.resolve()) not in held and str(p) not in held]

@@ -52,20 +52,31 @@ def register(app: typer.Typer) -> None:
             )
             sys.exit(1)
 
-    @group.command("locks", help="List build locks; --clear removes those no process holds.")
+    @group.command(
+        "locks",
+        help="List JIT build locks and DeepSpeed shm buffers; --clear removes those no process "
+        "holds (every launch also does, and says so).",
+    )
     def locks(
-        clear: Annotated[bool, typer.Option("--clear", help="remove dead locks")] = False,
+        clear: Annotated[bool, typer.Option("--clear", help="remove the dead ones")] = False,
     ) -> None:
         from ..jit_ops import clear_stale_locks, extensions_root, lock_files, stale_locks
+        from ..shm_buffers import SHM_DIR, buffer_note, clear_dead_buffers, dead_buffers
 
         every = lock_files()
         dead = {str(p) for p in stale_locks()}
         if not every:
             typer.echo(f"no build locks under {extensions_root()}")
-            return
         for p in every:
             state = "dead" if str(p) in dead else "held"
             typer.echo(f"{state}  {p}")  # whole paths, never wrapped
+        buffers = dead_buffers()
+        size = sum(p.stat().st_size for p in buffers if p.exists())
+        typer.echo(
+            f"{len(buffers)} dead DeepSpeed shm buffer(s) in {SHM_DIR} ({size / 2**20:.0f} MiB)"
+        )
         if clear:
             removed = clear_stale_locks()
             typer.echo(f"removed {len(removed)} dead lock(s)")
+            for n in buffer_note(*clear_dead_buffers()):
+                typer.echo(n)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import InputError
 from ..jit_ops import clear_stale_locks, lock_notes
+from ..shm_buffers import buffer_note, clear_dead_buffers
 from ..trace_format import TRACE_GLOB
 from .config import CONFIG_ENV, CaptureConfig
 from .inject import INJECT_DIR
@@ -53,6 +54,9 @@ class CaptureResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     stdout_log: str | None = None
     stderr_log: str | None = None
+    housekeeping: list[str] = Field(
+        default_factory=list, description="what dead jobs left that was removed around the run"
+    )
 
 
 def check_out_dir(out_dir: Path) -> Path:
@@ -148,8 +152,9 @@ def capture_command(
     logs = Path(log_dir) if log_dir is not None else out
     logs.mkdir(parents=True, exist_ok=True)
     so, se = logs / "command.stdout.log", logs / "command.stderr.log"
-    # A dead build lock would hang the command until its timeout: clear it first.
+    # A dead build lock, or a dead job's shm buffer on a reused port, would hang the command.
     lock_warnings = lock_notes(clear_stale_locks())
+    housekeeping = buffer_note(*clear_dead_buffers())
     t0 = time.monotonic()
     timed_out = False
     with open(so, "wb") as fo, open(se, "wb") as fe:
@@ -169,10 +174,12 @@ def capture_command(
             # Ctrl-C (or any error here): never leave the command's ranks running behind us.
             _kill_group(proc)
             clear_stale_locks()
+            clear_dead_buffers()
             raise
     if timed_out:
         # killed mid-way through a first JIT build, it leaves a lock every later run waits on
         lock_warnings += lock_notes(clear_stale_locks())
+    housekeeping += buffer_note(*clear_dead_buffers())  # DeepSpeed never unlinks its own
     files, seen, traced, warnings = collect(config)
     warnings += lock_warnings
     if timed_out:
@@ -192,6 +199,7 @@ def capture_command(
         warnings=warnings,
         stdout_log=str(so),
         stderr_log=str(se),
+        housekeeping=housekeeping,
     )
 
 
