@@ -114,3 +114,11 @@ def test_cli_ops_locks_lists_and_clears(ext_dir):
         [*triage, "ops", "locks", "--clear"], capture_output=True, text=True, check=True
     )
     assert "removed 1 dead lock" in out.stdout and not lock.exists()
+
+
+def test_cli_ops_build_refuses_an_unknown_builder_in_one_line(ext_dir):
+    triage = [sys.executable, "-m", "triage_agent.cli.app"]
+    out = subprocess.run([*triage, "ops", "build", "--op", "NoSuchBuilder"], capture_output=True)
+    err = out.stderr.decode()
+    assert out.returncode == 1
+    assert "NoSuchBuilder is not an op builder" in err and "Traceback" not in err

@@ -136,6 +136,18 @@ def build_ops(
                 )
             )
             continue
+        if builder.NAME == "deepspeed_not_implemented":  # DeepSpeed's stand-in for a typo
+            results.append(
+                OpBuild(
+                    op=op,
+                    name="?",
+                    status="failed",
+                    seconds=0.0,
+                    detail=f"{op} is not an op builder of the {accel._name} accelerator "
+                    f"(default: {', '.join(DEFAULT_OPS)})",
+                )
+            )
+            continue
         if not ds_ops.__compatible_ops__.get(builder.NAME, False):
             results.append(
                 OpBuild(

@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         if failed:
             err_console.print(
                 f"[bold red]error:[/] {len(failed)} op(s) failed to build: "
-                f"{failed[0].name}: {failed[0].detail}",
+                f"{failed[0].op}: {failed[0].detail}",
                 highlight=False,
             )
             sys.exit(1)
