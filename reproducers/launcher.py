@@ -10,6 +10,8 @@ Safety rules, each enforced here:
   environment;
 - the child runs in its own session; on timeout the whole process group gets SIGTERM, then
   SIGKILL, so spawned ranks die with it;
+- what dead jobs left that would hang this one (a JIT build lock no process holds, DeepSpeed
+  shm buffers no process maps) is removed before and after, and named in the evidence;
 - stdout and stderr go to files in a per-launch directory, each capped in size;
 - the result line is parsed and validated (``ReproducerOutput``); a crash, a hang, garbage,
   no output, two different results or a template mismatch is ``result=error`` with the
