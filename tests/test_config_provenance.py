@@ -56,6 +56,21 @@ def test_config_flag_overrides_file(tmp_path):
         ),
         (GOOD + "\nbogus = 1\n", "runs.b.source.bogus"),
         ("[case\n", "not valid TOML"),
+        ("case = 5\n[runs.a]\n[runs.b]\n", "'case' must be a table"),
+        ('[runs]\na = "x"\nb = "y"\n', "'runs.a' must be a table"),
+        ("[runs]\na = [1]\nb = [2]\n", "'runs.a' must be a table"),
+        (GOOD.replace("mismatch_step = 37", "mismatch_step = -3"), "case.mismatch_step"),
+        (GOOD.replace("mismatch_step = 37", "timeout_s = -1"), "case.timeout_s"),
+        (
+            GOOD.replace("mismatch_step = 37", "gradient_accumulation_steps = 0"),
+            "case.gradient_accumulation_steps",
+        ),
+        (
+            GOOD.replace(
+                'source_roots = ["src"]', 'source_roots = ["src"]\nscan_paths = ["../x.py"]'
+            ),
+            "outside every source root",
+        ),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, text, needle):
@@ -176,3 +191,27 @@ def test_cli_ledger_missing_workspace_is_one_line_error(tmp_path, cmd):
     assert "Traceback" not in out.stderr
     assert "no ledger at" in out.stderr and "triage run" in out.stderr
     assert not missing.exists()  # reading must not create the workspace
+
+
+def _triage(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def test_cli_error_shows_brackets_in_paths_verbatim(tmp_path):
+    odd = tmp_path / "[/]x" / "[bold]nope"
+    out = _triage("metrics", "diff", str(odd), str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert str(odd) in out.stderr.replace("\n", "")
+
+
+@pytest.mark.parametrize("where", ["missing/x.json", "."])
+def test_cli_unwritable_output_is_one_line_error(tmp_path, where):
+    (tmp_path / "e.py").write_text("x = 1\n")
+    out = _triage("scan", "e.py", "-f", "json", "-o", str(tmp_path / where), cwd=tmp_path)
+    assert out.returncode == 2, out.stdout
+    assert "Traceback" not in out.stderr and out.stderr.startswith("error:")

@@ -46,11 +46,16 @@ def _case_dict(raw: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(
             f"unknown table(s) {sorted(unknown)} in {CONFIG_NAME}: expected [case] and [runs.a]/[runs.b]"
         )
-    case = dict(raw.get("case", {}))
+    case = raw.get("case", {})
+    if not isinstance(case, dict):
+        raise ConfigError(f"{CONFIG_NAME}: 'case' must be a table, [case]")
+    case = dict(case)
     runs = raw.get("runs", {})
     if not isinstance(runs, dict) or set(runs) != {"a", "b"}:
         raise ConfigError(f"{CONFIG_NAME}: expected exactly two runs, [runs.a] and [runs.b]")
     for key in ("a", "b"):
+        if not isinstance(runs[key], dict):
+            raise ConfigError(f"{CONFIG_NAME}: 'runs.{key}' must be a table, [runs.{key}]")
         run = dict(runs[key])
         run.setdefault("name", key)
         case[f"run_{key}"] = run
@@ -75,6 +80,13 @@ def _resolve_paths(case: Case, base: Path) -> Case:
     case.workspace = rel(case.workspace) or str(base / ".triage")
     case.source_roots = [rel(p) for p in case.source_roots] or [str(base)]
     case.scan_paths = [rel(p) for p in case.scan_paths]
+    roots = [Path(r) for r in case.source_roots]
+    for sp in case.scan_paths:
+        if not any(Path(sp).is_relative_to(r) for r in roots):
+            raise ConfigError(
+                f"{CONFIG_NAME}: scan path {sp} is outside every source root "
+                f"({', '.join(map(str, roots))}): add its root to case.source_roots"
+            )
     case.correspondence_map = rel(case.correspondence_map)
     return case
 

@@ -102,7 +102,7 @@ class Case(Record):
     description: str = ""
     run_a: RunSpec
     run_b: RunSpec
-    mismatch_step: int | None = None
+    mismatch_step: int | None = Field(default=None, ge=0)
     workspace: str = ".triage"
     source_roots: list[str] = Field(default_factory=list)
     scan_paths: list[str] = Field(default_factory=list)
@@ -111,8 +111,8 @@ class Case(Record):
         description="globs excluded from scans, on top of tests and vendored code",
     )
     correspondence_map: str | None = None
-    gradient_accumulation_steps: int | None = None
-    timeout_s: float = 600.0
+    gradient_accumulation_steps: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
 
 
 class ReproducerSpec(Record):

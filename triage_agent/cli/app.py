@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 
 from .. import __version__
 from ..errors import TriageError
@@ -69,16 +70,31 @@ def main() -> None:
     try:
         app()
     except TriageError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
-        err_console.print(f"[bold red]error:[/] invalid {exc.title} at '{loc}': {first['msg']}")
+        err_console.print(
+            f"[bold red]error:[/] invalid {escape(exc.title)} at '{escape(loc)}': "
+            f"{escape(str(first['msg']))}",
+            highlight=False,
+        )
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]: the ledger holds everything recorded so far")
         sys.exit(130)
+    except OSError as exc:
+        # a path given by the user that is missing, a directory, a file, or not writable:
+        # the ledger is only ever appended whole lines, so nothing recorded is lost here
+        what = exc.strerror or type(exc).__name__
+        where = f": {exc.filename}" if exc.filename else ""
+        err_console.print(
+            f"[bold red]error:[/] {escape(what)}{escape(where)} "
+            "(check the paths and options given; the ledger keeps what it holds)",
+            highlight=False,
+        )
+        sys.exit(2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -65,10 +65,14 @@ def _table(res: CompareResult) -> None:
         console.print(s.note, highlight=False)
     for r in res.ranks:
         if r.outside_scope:
-            console.print(f"rank {r.rank}: no origin on the traced events; widen:", highlight=False)
+            console.print(
+                f"rank {r.rank}: no origin on the traced events; widen:",
+                highlight=False,
+                markup=False,
+            )
             for k, v in r.outside_scope.model_dump().items():
                 if v:
-                    console.print(f"  {k}: {v}", highlight=False)
+                    console.print(f"  {k}: {v}", highlight=False, markup=False)
         for u in r.unmatched[:10]:
             e = u.event
             console.print(
@@ -80,7 +84,7 @@ def _table(res: CompareResult) -> None:
                 f"rank {r.rank}: ... {r.unmatched_total - 10} more unmatched (--format json)"
             )
     for w in res.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
 
 
 def compare(
@@ -126,7 +130,9 @@ def compare(
     res = compare_runs(run_a, run_b, mapping=mapping, ranks=rank or None)
     if fmt is OutFormat.perfetto:
         path = export_perfetto(res, run_a, run_b, out or Path("compare_trace.json"))
-        console.print(f"trace view written to {path} (open in ui.perfetto.dev)", highlight=False)
+        console.print(
+            f"trace view written to {path} (open in ui.perfetto.dev)", highlight=False, markup=False
+        )
     elif fmt is OutFormat.table:
         _table(res)
     else:

@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..ledger import dumps_state
@@ -46,7 +47,7 @@ def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
     console.print(table)
     if state.verdict:
         v = state.verdict
-        console.print(f"[bold]verdict:[/] {v.classification.value} — {v.statement}")
+        console.print(f"[bold]verdict:[/] {v.classification.value} — {escape(v.statement)}")
     else:
         console.print("no verdict recorded")
 

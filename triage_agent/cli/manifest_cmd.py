@@ -39,5 +39,7 @@ def register(app: typer.Typer) -> None:
             console.print(t)
             for label, items in (("only in A", d.only_in_a), ("only in B", d.only_in_b)):
                 if items:
-                    console.print(f"{label}: {', '.join(items[:limit])}", highlight=False)
+                    console.print(
+                        f"{label}: {', '.join(items[:limit])}", highlight=False, markup=False
+                    )
         sys.exit(0 if d.equal else 1)

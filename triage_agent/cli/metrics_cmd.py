@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
                 ("only in B", d.only_in_b),
             ):
                 if v:
-                    console.print(f"{label}: {v}", highlight=False)
+                    console.print(f"{label}: {v}", highlight=False, markup=False)
             if png:
-                console.print(f"plot: {png}")
+                console.print(f"plot: {png}", markup=False)
         sys.exit(0 if d.first_step is None else 1)

@@ -6,6 +6,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from .common import console, err_console
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
                 tuple(op) if op else DEFAULT_OPS, progress=lambda m: status.update(m)
             )
         for n in lock_notes(removed):
-            err_console.print(f"[yellow]note:[/] {n}", highlight=False)
+            err_console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
         t = Table(title=f"DeepSpeed ops ({len(results)})")
         for col in ("op", "status", "s", "detail"):
             t.add_column(col)

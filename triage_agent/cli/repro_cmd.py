@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
@@ -44,7 +45,11 @@ def _print_evidence(ev: Evidence, fmt: Format) -> None:
         f"[{colors.get(ev.result.value, 'white')}]{ev.result.value}[/] {ev.summary}",
         highlight=False,
     )
-    console.print(f"evidence {ev.id} recorded; {ev.duration_s} s; argv: {ev.argv}", highlight=False)
+    console.print(
+        f"evidence {ev.id} recorded; {ev.duration_s} s; argv: {ev.argv}",
+        highlight=False,
+        markup=False,
+    )
     out = ev.data.get("output") or {}
     if out.get("details"):
         console.print_json(json.dumps(out["details"], default=str))
@@ -218,8 +223,8 @@ def replay_cmd(
     if format == Format.json:
         typer.echo(ev.model_dump_json(indent=2))
     else:
-        console.print(f"[cyan]observed[/] {ev.summary}", highlight=False)
-        console.print(f"evidence {ev.id} recorded", highlight=False)
+        console.print(f"[cyan]observed[/] {escape(ev.summary)}", highlight=False)
+        console.print(f"evidence {ev.id} recorded", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -62,7 +63,7 @@ def run(
         ws = workspace or Path(".triage")
         ws.mkdir(parents=True, exist_ok=True)
         path = _demo_case(ws)
-        console.print(f"no triage.toml here: running the embedded demo case ({path})")
+        console.print(f"no triage.toml here: running the embedded demo case ({path})", markup=False)
         cfg = load_case(path)
         cfg.workspace = str(ws.resolve())
     elif workspace is not None:
@@ -88,7 +89,9 @@ def run(
 
         def status(stage: str, msg: str) -> None:
             if stage != state["stage"]:
-                console.print(f"[dim]{time.monotonic() - t0:6.1f}s[/] [bold]{stage}[/]: {msg}")
+                console.print(
+                    f"[dim]{time.monotonic() - t0:6.1f}s[/] [bold]{stage}[/]: {escape(msg)}"
+                )
             state.update(stage=stage, msg=msg)
             live.update(render())
 
@@ -106,9 +109,9 @@ def run(
     mm = result.mismatch
     if mm is not None:
         style = "bold red" if mm.given_step_wrong else "bold"
-        console.print(f"[{style}]{mm.message}[/]")
+        console.print(f"[{style}]{escape(mm.message)}[/]")
         for fact in mm.facts:
-            console.print(f"  - {fact}")
+            console.print(f"  - {fact}", markup=False)
     if result.verdict is None:
         console.print("[green]no divergence to explain[/]")
     else:
@@ -124,7 +127,7 @@ def run(
         from ..report import write_report
 
         paths = write_report(ledger, Path(cfg.workspace))
-        console.print(f"report: {paths.markdown} and {paths.html}")
+        console.print(f"report: {paths.markdown} and {paths.html}", markup=False)
 
 
 def demo(
@@ -145,7 +148,7 @@ def demo(
         from reproducers.demo.case import write_demo_case as write
 
     path = write(dest)
-    console.print(f"wrote {path}; run it with: cd {dest} && triage run")
+    console.print(f"wrote {path}; run it with: cd {dest} && triage run", markup=False)
 
 
 def report_cmd(
@@ -161,7 +164,7 @@ def report_cmd(
 
     ws = workspace_for(case, workspace)
     paths = write_report(Ledger(ws), out or ws)
-    console.print(f"wrote {paths.markdown} and {paths.html}")
+    console.print(f"wrote {paths.markdown} and {paths.html}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

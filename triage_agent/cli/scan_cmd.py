@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -51,15 +52,17 @@ def _render_table(result) -> None:
     if len(result.findings) < result.total_findings:
         console.print(f"showing the top {len(result.findings)} of {result.total_findings}")
     if result.budget_hit:
-        console.print(f"[yellow]budget:[/] {result.budget_hit}")
+        console.print(f"[yellow]budget:[/] {escape(str(result.budget_hit))}")
     for p in result.parse_errors[:10]:
-        console.print(f"[yellow]parse:[/] {p.file}:{p.line}: {p.message}", highlight=False)
+        console.print(
+            f"[yellow]parse:[/] {escape(f'{p.file}:{p.line}: {p.message}')}", highlight=False
+        )
     if len(result.parse_errors) > 10:
         console.print(
             f"[yellow]parse:[/] {len(result.parse_errors) - 10} more files with syntax errors"
         )
     for s in result.skipped:
-        console.print(f"[yellow]skipped:[/] {s.file}: {s.reason}", highlight=False)
+        console.print(f"[yellow]skipped:[/] {escape(f'{s.file}: {s.reason}')}", highlight=False)
 
 
 def scan(
@@ -169,7 +172,7 @@ def scan(
     text = json.dumps(doc, indent=2)
     if output is not None:
         output.write_text(text + "\n")
-        console.print(f"wrote {output} ({result.total_findings} findings)")
+        console.print(f"wrote {output} ({result.total_findings} findings)", markup=False)
     else:
         typer.echo(text)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
@@ -82,9 +83,9 @@ def register(app: typer.Typer) -> None:
                     f.sha256[:12],
                 )
             console.print(table)
-            console.print(f"out dir: {result.out_dir}   logs: {result.stderr_log}")
+            console.print(f"out dir: {result.out_dir}   logs: {result.stderr_log}", markup=False)
             for w in result.warnings:
-                console.print(f"[yellow]warning:[/] {w}", highlight=False)
+                console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
         code = result.exit_code
         sys.exit(124 if code is None else code)
 
