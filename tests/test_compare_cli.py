@@ -65,3 +65,12 @@ def test_comparator_does_not_import_torch(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "diverged"
+
+
+def test_cli_identical_but_incomplete_is_exit_3(tmp_path, monkeypatch, capsys):
+    a, b = write_pair(SynthSpec(events=300), tmp_path)
+    f = b / "trace_rank00000.jsonl"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])  # B crashed mid-write: a torn last line
+    code, out, _ = _run(monkeypatch, capsys, a, b)
+    assert code == 3 and "identical" in out and "incomplete" in out

@@ -115,3 +115,64 @@ def test_metrics_plot_path_must_be_png_in_existing_dir(tmp_path):
     r = _cli(tmp_path, "metrics", "diff", "a", "b", "--plot", "sub.png")
     assert r.returncode == 1, r.stderr
     assert "plot: sub.png" in r.stdout and (tmp_path / "sub.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _two_ranks(path, steps=6):
+    for rank in (0, 1):
+        with MetricLog(path, rank=rank) as log:
+            for s in range(steps):
+                log.log(s, loss=torch.tensor(1.0 / (s + 1 + rank)))
+
+
+def _diff(tmp_path, *extra):
+    return subprocess.run(
+        ["python", "-m", "triage_agent.cli.app", "metrics", "diff", "a", "b", "--no-plot", *extra],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_a_rank_missing_from_one_run_is_not_equal(tmp_path):
+    _two_ranks(tmp_path / "a")
+    _two_ranks(tmp_path / "b")
+    (tmp_path / "b" / "metrics_rank0.jsonl").unlink()
+    r = _diff(tmp_path)
+    assert r.returncode == 3, r.stdout
+    assert "INCOMPLETE" in r.stdout and "ranks only in A: [0]" in r.stdout
+    d = json.loads(_diff(tmp_path, "--json").stdout)
+    assert d["ranks_only_in_a"] == [0] and d["ranks"] == [1]
+
+
+def test_a_truncated_run_is_incomplete_not_equal(tmp_path):
+    _two_ranks(tmp_path / "a", steps=10)
+    _two_ranks(tmp_path / "b", steps=5)
+    r = _diff(tmp_path)
+    assert r.returncode == 3 and "steps only in A: [5, 6, 7, 8, 9]" in r.stdout
+
+
+def test_a_line_naming_another_rank_than_its_file_is_refused(tmp_path):
+    _two_ranks(tmp_path / "a")
+    _two_ranks(tmp_path / "b")
+    f = tmp_path / "b" / "metrics_rank0.jsonl"
+    f.write_text(f.read_text().replace('"rank":0', '"rank":1').replace('"rank": 0', '"rank": 1'))
+    r = _diff(tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "file name says 0" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "metric, needle",
+    [
+        ('{"dtype":"float32","bits":"zz","value":1}', "not a hexadecimal"),
+        ('{"dtype":"float99","bits":"0x1","value":1}', "unknown dtype"),
+    ],
+)
+def test_malformed_metric_values_are_refused_with_the_field(tmp_path, metric, needle):
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "metrics_rank0.jsonl").write_text(
+            f'{{"type":"step","step":0,"rank":0,"metrics":{{"loss":{metric}}}}}\n'
+            f'{{"type":"step","step":1,"rank":0,"metrics":{{"loss":{metric}}}}}\n'
+        )
+    r = _diff(tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert needle in r.stderr and "metrics.loss" in r.stderr

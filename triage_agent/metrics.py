@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import struct
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .errors import InputError
 from .records import utcnow
@@ -29,10 +30,31 @@ from .records import utcnow
 _INT_VIEW = {"float64": ("<d", "<Q"), "float32": ("<f", "<I"), "float16": ("<e", "<H")}
 
 
+METRIC_DTYPES = ("float64", "float32", "float16", "bfloat16", "int", "bool") + tuple(
+    f"{s}int{w}" for s in ("", "u") for w in (8, 16, 32, 64)
+)
+
+
 class MetricValue(BaseModel):
     dtype: str
     bits: str = Field(description="raw bit pattern, hex, of the value in its own dtype")
     value: float | None = Field(default=None, description="for people only; never compared")
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        if v not in METRIC_DTYPES:
+            raise ValueError(f"unknown dtype {v!r} (one of {', '.join(METRIC_DTYPES[:4])}, ...)")
+        return v
+
+    @field_validator("bits")
+    @classmethod
+    def _hex_bits(cls, v: str) -> str:
+        try:
+            int(v, 16)
+        except ValueError:
+            raise ValueError(f"bits {v!r} is not a hexadecimal bit pattern") from None
+        return v
 
     def as_float(self) -> float:
         return self.value if self.value is not None else math.nan
@@ -168,6 +190,8 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
     p = Path(path)
     ranks: dict[int, RankMetrics] = {}
     for f in _metric_files(p):
+        named = re.fullmatch(r"metrics_rank(\d+)\.jsonl", f.name)
+        file_rank = int(named.group(1)) if named else None
         try:
             lines = f.read_bytes().split(b"\n")
         except OSError as exc:
@@ -193,9 +217,19 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
                 kind = obj.get("type")
                 if kind == "session":
                     s = SessionLine.model_validate(obj)
+                    if file_rank is not None and s.rank != file_rank:
+                        raise InputError(
+                            f"{f}:{i}: the line says rank {s.rank} but the file name says "
+                            f"{file_rank}: each rank writes its own file"
+                        )
                     ranks.setdefault(s.rank, RankMetrics(rank=s.rank)).sessions.append(s)
                 elif kind == "step":
                     st = StepLine.model_validate(obj)
+                    if file_rank is not None and st.rank != file_rank:
+                        raise InputError(
+                            f"{f}:{i}: the line says rank {st.rank} but the file name says "
+                            f"{file_rank}: each rank writes its own file"
+                        )
                     rm = ranks.setdefault(st.rank, RankMetrics(rank=st.rank))
                     if st.step in rm.steps:
                         rm.relogged_steps.append(st.step)
@@ -206,7 +240,12 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
                 if torn:
                     # a torn last line from a crashed rank: keep everything before it
                     continue
-                msg = str(exc).splitlines()[0]
+                if isinstance(exc, ValidationError):
+                    err = exc.errors()[0]
+                    where = ".".join(str(x) for x in err["loc"])
+                    msg = f"{where}: {err['msg']}"
+                else:
+                    msg = str(exc).splitlines()[0]
                 raise InputError(f"{f}:{i}: malformed metrics line: {msg}") from None
     if not ranks:
         raise InputError(f"{p}: no metric records")
@@ -223,6 +262,8 @@ class MetricMismatch(BaseModel):
 
 class MetricDiff(BaseModel):
     first_step: int | None = Field(description="first step whose bits differ on any rank")
+    ranks_only_in_a: list[int] = Field(default_factory=list)
+    ranks_only_in_b: list[int] = Field(default_factory=list)
     mismatches: list[MetricMismatch] = Field(description="every differing metric at first_step")
     common_steps: list[int]
     last_equal_step: int | None
@@ -231,6 +272,35 @@ class MetricDiff(BaseModel):
     resumes_a: list[int] = Field(default_factory=list)
     resumes_b: list[int] = Field(default_factory=list)
     ranks: list[int] = Field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Both runs hold the same ranks and the same steps: 'equal' then covers everything."""
+        return not (
+            self.ranks_only_in_a or self.ranks_only_in_b or self.only_in_a or self.only_in_b
+        )
+
+    def gaps(self) -> str:
+        """What one run has and the other lacks, in one line ('' when complete)."""
+        parts = [
+            f"{label} {v}"
+            for label, v in (
+                ("ranks only in A:", self.ranks_only_in_a),
+                ("ranks only in B:", self.ranks_only_in_b),
+                ("steps only in A:", _span(self.only_in_a)),
+                ("steps only in B:", _span(self.only_in_b)),
+            )
+            if v
+        ]
+        return "; ".join(parts)
+
+
+def _span(steps: list[int]) -> str:
+    if not steps:
+        return ""
+    if len(steps) > 6 and steps == list(range(steps[0], steps[-1] + 1)):
+        return f"{steps[0]}..{steps[-1]}"
+    return str(steps if len(steps) <= 12 else [*steps[:12], "..."])
 
 
 def diff_metrics(a: MetricRun, b: MetricRun) -> MetricDiff:
@@ -266,6 +336,8 @@ def diff_metrics(a: MetricRun, b: MetricRun) -> MetricDiff:
         resumes_a=a.resumes,
         resumes_b=b.resumes,
         ranks=ranks,
+        ranks_only_in_a=sorted(set(a.ranks) - set(b.ranks)),
+        ranks_only_in_b=sorted(set(b.ranks) - set(a.ranks)),
     )
 
 

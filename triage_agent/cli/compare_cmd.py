@@ -141,7 +141,8 @@ def compare(
             out.write_text(text)
         else:
             typer.echo(text)
-    raise typer.Exit(0 if res.status == "identical" else 1)
+    # identical over an incomplete input (a torn or missing rank) is not a pass
+    raise typer.Exit(1 if res.status != "identical" else 0 if res.complete else 3)
 
 
 def register(app: typer.Typer) -> None:

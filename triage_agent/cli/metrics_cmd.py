@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from .common import console
@@ -18,7 +19,11 @@ def register(app: typer.Typer) -> None:
     )
     app.add_typer(group, name="metrics")
 
-    @group.command("diff", help="First step whose bits differ (exit 0 equal, 1 different).")
+    @group.command(
+        "diff",
+        help="First step whose bits differ (exit 0 equal, 1 different, 3 equal where both "
+        "have data but one run lacks ranks or steps).",
+    )
     def diff(
         a: Annotated[Path, typer.Argument(help="metrics dir or file of run A")],
         b: Annotated[Path, typer.Argument(help="metrics dir or file of run B")],
@@ -43,9 +48,15 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(d.model_dump_json(indent=1))
         else:
-            if d.first_step is None:
+            if d.first_step is None and d.complete:
                 console.print(
                     f"[green]bitwise equal[/] over {len(d.common_steps)} common steps, ranks {d.ranks}"
+                )
+            elif d.first_step is None:
+                console.print(
+                    f"[yellow]equal where both have data, but INCOMPLETE[/]: "
+                    f"{len(d.common_steps)} common steps, ranks {d.ranks}; {escape(d.gaps())}",
+                    soft_wrap=True,
                 )
             else:
                 console.print(
@@ -72,11 +83,13 @@ def register(app: typer.Typer) -> None:
             for label, v in (
                 ("resumed (A)", d.resumes_a),
                 ("resumed (B)", d.resumes_b),
-                ("only in A", d.only_in_a),
-                ("only in B", d.only_in_b),
+                ("only in A", d.only_in_a if d.first_step is not None else []),
+                ("only in B", d.only_in_b if d.first_step is not None else []),
+                ("ranks only in A", d.ranks_only_in_a if d.first_step is not None else []),
+                ("ranks only in B", d.ranks_only_in_b if d.first_step is not None else []),
             ):
                 if v:
                     console.print(f"{label}: {v}", highlight=False, markup=False)
             if png:
                 console.print(f"plot: {png}", markup=False)
-        sys.exit(0 if d.first_step is None else 1)
+        sys.exit(1 if d.first_step is not None else 0 if d.complete else 3)

@@ -112,7 +112,10 @@ def run(
         console.print(f"[{style}]{escape(mm.message)}[/]")
         for fact in mm.facts:
             console.print(f"  - {fact}", markup=False)
-    if result.verdict is None:
+    incomplete = mm is not None and mm.step is None and not mm.diff.complete
+    if result.verdict is None and incomplete:
+        console.print("[yellow]no divergence in what both runs hold, but they are incomplete[/]")
+    elif result.verdict is None:
         console.print("[green]no divergence to explain[/]")
     else:
         v = result.verdict
@@ -128,6 +131,8 @@ def run(
 
         paths = write_report(ledger, Path(cfg.workspace))
         console.print(f"report: {paths.markdown} and {paths.html}", markup=False)
+    if result.verdict is None and incomplete:
+        raise typer.Exit(3)
 
 
 def demo(

@@ -63,6 +63,10 @@ def characterize(
             f"metric bits agree on all {len(diff.common_steps)} common steps "
             f"({diff.common_steps[0] if diff.common_steps else '-'}..{diff.common_steps[-1] if diff.common_steps else '-'})"
         )
+        if not diff.complete:
+            msg += (
+                f", but the runs are INCOMPLETE ({diff.gaps()}): what is missing was not compared"
+            )
         if step is not None:
             msg = f"step {step} was given, but " + msg
         return MismatchReport(

@@ -6,10 +6,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..ledger import Ledger
-from ..metrics import diff_metrics, load_metrics
+from ..metrics import MetricDiff, diff_metrics, load_metrics
 from ..policies import POLICY_HELP
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult
 from ..runs import joined_argv, materialize
+
+
+def _outcome(d: MetricDiff, matched: bool) -> EvidenceResult:
+    """A match must cover every step and rank; a rerun that stopped short proves nothing."""
+    if matched:
+        return EvidenceResult.supported
+    return EvidenceResult.refuted if d.first_step is not None else EvidenceResult.inconclusive
 
 
 def validate_fix(
@@ -66,19 +73,21 @@ def validate_fix(
             ledger.add_evidence(last)
             return last
         d = diff_metrics(load_metrics(a_metrics), load_metrics(out_b.metrics))
-        matched = d.first_step is None and bool(d.common_steps)
+        matched = d.first_step is None and bool(d.common_steps) and d.complete
         summary = (
             f"policy '{policy}' ({POLICY_HELP[policy]}) applied to {label}, uninstrumented: "
             + (
                 f"all {len(d.common_steps)} common steps ({d.common_steps[0]}..{d.common_steps[-1]}) now match bit for bit"
                 if matched
                 else f"still differs first at step {d.first_step}"
+                if d.first_step is not None
+                else f"equal where both have data but incomplete ({d.gaps()}): not a match"
             )
         )
         last = Evidence(
             hypotheses=hypotheses,
             kind=EvidenceKind.rerun,
-            result=EvidenceResult.supported if matched else EvidenceResult.refuted,
+            result=_outcome(d, matched),
             summary=summary,
             argv=argv,
             data={
@@ -86,6 +95,7 @@ def validate_fix(
                 "applied_to": label,
                 "first_step": d.first_step,
                 "common_steps": len(d.common_steps),
+                "gaps": d.gaps(),
             },
             duration_s=out_b.seconds,
         )
@@ -157,17 +167,19 @@ def validate_revert(
         ledger.add_evidence(ev)
         return ev
     d = diff_metrics(load_metrics(baseline_a_metrics), load_metrics(out.metrics))
-    matched = d.first_step is None and bool(d.common_steps)
+    matched = d.first_step is None and bool(d.common_steps) and d.complete
     ev = Evidence(
         hypotheses=hypotheses,
         kind=EvidenceKind.rerun,
-        result=EvidenceResult.supported if matched else EvidenceResult.refuted,
+        result=_outcome(d, matched),
         summary=(
             f"B rerun with only {file} taken back to {a.rev}, uninstrumented: "
             + (
                 f"all {len(d.common_steps)} common steps now match A bit for bit"
                 if matched
                 else f"still differs first at step {d.first_step}"
+                if d.first_step is not None
+                else f"equal where both have data but incomplete ({d.gaps()}): not a match"
             )
         ),
         argv=argv,

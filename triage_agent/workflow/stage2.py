@@ -122,6 +122,8 @@ def _perturbation(
             problems.append(
                 f"tracing changed run {out.run}'s own metric bits from step {d.first_step}"
             )
+        elif not d.complete:
+            problems.append(f"traced run {out.run} stopped short of its baseline ({d.gaps()})")
     return problems
 
 
