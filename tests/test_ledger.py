@@ -70,9 +70,44 @@ def test_ledger_torn_last_line_is_reported_then_quarantined(tmp_path):
     ledger.note("third")
     state = ledger.state()
     assert state.torn_tail is None
-    assert [n["text"] for n in state.notes] == ["second", "third"]
+    texts = [n["text"] for n in state.notes]
+    # the writer that moved the bytes aside says so in the ledger itself
+    assert texts[0] == "second" and texts[2] == "third"
+    assert f"moved to ledger.jsonl.torn-{size}" in texts[1] and "28 bytes" in texts[1]
     saved = tmp_path / f"ledger.jsonl.torn-{size}"
     assert saved.read_bytes() == b'{"v": 1, "kind": "note", "da'
+
+
+def test_ledger_complete_last_line_missing_only_its_newline_is_kept(tmp_path):
+    ledger = Ledger(tmp_path)
+    _hyp(ledger)
+    ledger.note("kept")
+    ledger.path.write_bytes(ledger.path.read_bytes()[:-1])
+    ledger.note("after")
+    assert [n["text"] for n in ledger.state().notes] == ["kept", "after"]
+    assert not list(tmp_path.glob("ledger.jsonl.torn-*"))
+
+
+@pytest.mark.parametrize(
+    "garble",
+    [
+        lambda line: line.replace('"v":1', '"v":99'),
+        lambda line: line.replace('"ts":', '"t{{{garbage":'),
+        lambda line: line.replace('"id":', '"i d":'),
+    ],
+)
+def test_ledger_parseable_but_garbled_line_is_corruption(tmp_path, garble):
+    ledger = Ledger(tmp_path)
+    _hyp(ledger)
+    ledger.note("a")
+    ledger.note("b")
+    lines = ledger.path.read_text().splitlines(keepends=True)
+    bad = garble(lines[1])
+    assert bad != lines[1]
+    lines[1] = bad
+    ledger.path.write_text("".join(lines))
+    with pytest.raises(LedgerError, match=r"ledger.jsonl:2 .*corrupted"):
+        ledger.state()
 
 
 def test_ledger_corrupted_middle_line_names_the_line(tmp_path):

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import LedgerError
 from .records import (
@@ -42,11 +42,19 @@ EventKind = Literal["case", "finding", "hypothesis", "evidence", "verdict", "not
 
 
 class LedgerEvent(BaseModel):
-    v: int = SCHEMA_VERSION
-    id: str = Field(default_factory=lambda: new_id("ev"))
-    ts: str = Field(default_factory=utcnow)
+    # a stored line must carry every field and nothing else: a garbled key is corruption,
+    # not a default quietly filled in
+    model_config = ConfigDict(extra="forbid")
+
+    v: int = Field(ge=1, le=SCHEMA_VERSION)
+    id: str = Field(min_length=1)
+    ts: str = Field(min_length=1)
     kind: EventKind
     data: dict[str, Any]
+
+    @classmethod
+    def new(cls, kind: EventKind, data: dict[str, Any]) -> LedgerEvent:
+        return cls(v=SCHEMA_VERSION, id=new_id("ev"), ts=utcnow(), kind=kind, data=data)
 
 
 class TornTail(BaseModel):
@@ -104,12 +112,19 @@ class Ledger:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def _quarantine_torn_tail(self, fd: int) -> None:
+    def _quarantine_torn_tail(self, fd: int) -> bytes:
+        """Deal with an unterminated last line before appending; returns the note line to add.
+
+        A line that is a whole valid event and lacks only its newline is completed in
+        place. Anything else is a write cut short: its bytes move to
+        ``ledger.jsonl.torn-<offset>`` and a note naming that file is appended, so the
+        ledger itself says what was set aside.
+        """
         size = os.fstat(fd).st_size
         if size == 0:
-            return
+            return b""
         if os.pread(fd, 1, size - 1) == b"\n":
-            return
+            return b""
         # Find the start of the unterminated last line.
         start, block = size, 65536
         while start > 0:
@@ -121,16 +136,32 @@ class Ledger:
                 break
             start = lo
         tail = os.pread(fd, size - start, start)
-        (self.workspace / f"{self.FILENAME}.torn-{start}").write_bytes(tail)
+        try:
+            LedgerEvent.model_validate_json(tail)
+        except ValidationError:
+            pass
+        else:
+            os.pwrite(fd, b"\n", size)
+            return b""
+        aside = self.workspace / f"{self.FILENAME}.torn-{start}"
+        aside.write_bytes(tail)
         os.ftruncate(fd, start)
-        os.fsync(fd)
+        note = LedgerEvent.new(
+            "note",
+            {
+                "level": "warning",
+                "text": f"a torn last line ({len(tail)} bytes at byte {start}, a write cut "
+                f"short) was moved to {aside.name}",
+            },
+        )
+        return (note.model_dump_json() + "\n").encode()
 
     def append(self, kind: EventKind, data: dict[str, Any] | BaseModel) -> LedgerEvent:
         payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-        event = LedgerEvent(kind=kind, data=payload)
+        event = LedgerEvent.new(kind, payload)
         line = (event.model_dump_json() + "\n").encode()
         with self._locked() as fd:
-            self._quarantine_torn_tail(fd)
+            line = self._quarantine_torn_tail(fd) + line
             written = os.write(fd, line)
             if written != len(line):  # pragma: no cover - a full disk
                 raise LedgerError(f"short write to {self.path}: disk full?")
