@@ -163,3 +163,29 @@ def test_trace_deepspeed_two_ranks_zero2(tmp_path):
         # each step's optimizer events are counted once: engine step, not the inner optimizer
         ends = [json.loads(x) for x in Path(f.path).read_text().splitlines()]
         assert [e["step"] for e in ends if e["type"] == "step_end"] == [1, 2]
+
+
+def test_trace_into_a_directory_holding_a_trace_is_refused(tmp_path):
+    train = _script(tmp_path)
+    first = _triage(
+        "trace", "--out", "tr", "--", sys.executable, str(train), "2", "0", cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    before = {p: p.read_bytes() for p in (tmp_path / "tr").glob("trace_rank*.jsonl")}
+    assert before
+    again = _triage(
+        "trace", "--out", "tr", "--", sys.executable, str(train), "2", "0", cwd=tmp_path
+    )
+    assert again.returncode == 2 and "already holds a trace" in again.stderr
+    assert {p: p.read_bytes() for p in (tmp_path / "tr").glob("trace_rank*.jsonl")} == before
+    # without --out every invocation gets its own directory
+    r = _triage("trace", "--json", "--", sys.executable, str(train), "2", "0", cwd=tmp_path)
+    assert r.returncode == 0 and "/.triage/traces/run-" in json.loads(r.stdout)["out_dir"]
+
+
+def test_trace_nonsense_timeout_and_no_trace_written_are_said(tmp_path):
+    r = _triage("trace", "--timeout", "-1", "--", sys.executable, "-c", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "--timeout must be between" in r.stderr
+    res = capture_command([sys.executable, "-c", "print(1)"], CaptureConfig(out_dir=tmp_path / "n"))
+    assert res.exit_code == 0 and res.files == []
+    assert any("no process wrote a trace" in w for w in res.warnings)

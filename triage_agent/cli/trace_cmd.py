@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -33,9 +34,12 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--scope", help="regex over module scopes")
         ] = None,
         ranks: Annotated[str | None, typer.Option("--ranks", help="e.g. 0,1 or 0-3")] = None,
-        out: Annotated[Path, typer.Option("--out", help="trace directory")] = Path(
-            ".triage/traces/run"
-        ),
+        out: Annotated[
+            Path | None,
+            typer.Option(
+                "--out", help="trace directory (default: a new .triage/traces/run-<time>)"
+            ),
+        ] = None,
         dump: Annotated[
             list[str] | None,
             typer.Option("--dump", help="save whole tensors of events matching this pattern"),
@@ -54,6 +58,8 @@ def register(app: typer.Typer) -> None:
 
         if not command:
             raise InputError("no command to trace: give it after '--', e.g. -- python train.py")
+        if out is None:
+            out = Path(".triage/traces") / time.strftime("run-%Y%m%dT%H%M%S")
         config = CaptureConfig(
             out_dir=out,
             steps=parse_steps(steps),

@@ -128,6 +128,13 @@ def collect(config: CaptureConfig) -> tuple[list[TraceFileInfo], list[int], list
             warnings.append(
                 f"{f.path}: no end record (the rank stopped early); completed steps kept"
             )
+    if not files and config.level != "none":
+        warnings.append(
+            "no process wrote a trace: no Python process of the command ran torch through "
+            "a traced step"
+            + (f" on ranks {config.ranks}" if config.ranks is not None else "")
+            + "; see the command's logs in the out dir"
+        )
     return files, sorted(seen), traced, warnings
 
 
@@ -141,7 +148,16 @@ def capture_command(
 ) -> CaptureResult:
     if not argv or not all(isinstance(a, str) and a for a in argv):
         raise InputError("no command to trace: give it after '--', e.g. -- python train.py")
+    if timeout_s is not None and not 0 < timeout_s <= 7 * 24 * 3600:
+        raise InputError(f"--timeout must be between 0 and 604800 s, got {timeout_s}")
     out = check_out_dir(Path(config.out_dir))
+    earlier = [*out.glob(TRACE_GLOB), *out.glob("part*/" + TRACE_GLOB)]
+    if earlier:
+        # a second capture here would mix with the first (its files look like a resumed run)
+        raise InputError(
+            f"trace out dir {out} already holds a trace ({len(earlier)} file(s)): "
+            "give a new --out, or remove that directory first"
+        )
     config = config.model_copy(update={"out_dir": out})
     cfg_path = out / CONFIG_NAME
     cfg_path.write_text(config.model_dump_json(indent=1))
