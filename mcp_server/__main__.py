@@ -15,13 +15,28 @@ import os
 import sys
 
 
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1-65535, got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="triage-mcp", description="bitwise-triage MCP server")
+    p = argparse.ArgumentParser(
+        prog="triage-mcp",
+        description="bitwise-triage MCP server",
+        epilog="--transport http binds to loopback only and needs a bearer token of at least "
+        "16 characters in TRIAGE_MCP_TOKEN; clients send it as 'Authorization: Bearer ...'.",
+    )
     p.add_argument("--workspace", default=".", help="directory the server may work in")
     p.add_argument("--case", default=None, help="case file (default: <workspace>/triage.toml)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP only; loopback addresses only")
-    p.add_argument("--port", type=int, default=8765, help="HTTP only")
+    p.add_argument("--port", type=_port, default=8765, help="HTTP only (default 8765)")
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     a = p.parse_args(argv)
     # stdout carries the protocol on stdio: every log line goes to stderr.

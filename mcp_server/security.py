@@ -207,11 +207,7 @@ class Workspace:
 
     def require_hypotheses(self, ids: list[str]) -> None:
         """Evidence may only name hypotheses the ledger holds."""
-        if ids:
-            known = self.ledger.state().hypotheses
-            missing = [h for h in ids if h not in known]
-            if missing:
-                raise InputError(f"unknown hypothesis id(s): {', '.join(missing[:10])}")
+        self.ledger.require_hypotheses(ids)
 
     def require_launch(self) -> Case:
         """The open case, if its launch commands may be run (they came from the startup file)."""

@@ -22,12 +22,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from triage_agent.errors import InputError
 from triage_agent.ledger import Ledger
@@ -48,6 +49,13 @@ class ReplayPolicy(BaseModel):
     )
     dtype: str | None = Field(default=None, description="cast floating inputs to this dtype")
     device: str | None = Field(default=None, description="move inputs to this device (cpu, cuda)")
+
+    @field_validator("device")
+    @classmethod
+    def _a_device(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", v):
+            raise ValueError(f"device must be cpu, cuda or cuda:N, got {v!r}")
+        return v
 
     def changed(self) -> list[str]:
         return [k for k, v in self.model_dump().items() if v not in (None, "default")]

@@ -100,3 +100,28 @@ def test_detect_rejects_unknown(tmp_path):
     with pytest.raises(Exception, match="format not recognised"):
         load_run(p)
     assert json.loads((FIX / "opguard_pair.json").read_text())["traceEvents"]
+
+
+def test_bridge_non_integer_seq_id_names_the_line(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIX / "bridge" / "run_a", run)
+    f = run / "stream_pp0_tp0_cp0_dp0.fp"
+    lines = f.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if '"align_idx"' in line)
+    rec = json.loads(lines[k])
+    rec["seq_id"] = "x"
+    lines[k] = json.dumps(rec)
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MalformedTraceError, match=rf":{k + 1}: seq_id must be an integer"):
+        load_run(run)
+
+
+@pytest.mark.parametrize("replace", [r"\9", r"\g<nope>"])
+def test_map_rule_with_a_bad_group_reference_is_refused_at_load(tmp_path, replace):
+    from triage_agent.compare.mapping import load_mapping
+    from triage_agent.errors import InputError
+
+    m = tmp_path / "map.json"
+    m.write_text(json.dumps({"rule": [{"pattern": "^a(b)", "replace": replace}]}))
+    with pytest.raises(InputError, match="not a valid replacement"):
+        load_mapping(m)

@@ -230,3 +230,18 @@ def test_launch_under_torchrun_two_ranks(tmp_path):
     assert "torch.distributed.run" in ev.argv and "--nproc_per_node=2" in ev.argv
     assert ev.result.value in ("supported", "refuted"), ev.summary
     assert len(ev.data["output"]["digests"]["all_reduce_per_rank"]) == 2
+
+
+def test_cli_launch_and_replay_refuse_an_unknown_hypothesis(tmp_path):
+    import subprocess
+    import sys
+
+    rid = _install(tmp_path, _printing(GOOD))
+    for cmd in (["launch", rid], ["replay", str(tmp_path / "none.pt")]):
+        out = subprocess.run(
+            [sys.executable, "-m", "triage_agent.cli.app", "reproduce", *cmd,
+             "-H", "H-nothere", "-w", str(tmp_path)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert out.returncode == 2 and "unknown hypothesis id(s) H-nothere" in out.stderr
+    assert not Ledger(tmp_path).state().evidence

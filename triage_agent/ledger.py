@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import LedgerError
+from .errors import InputError, LedgerError
 from .records import (
     Artifact,
     Case,
@@ -236,6 +236,17 @@ class Ledger:
                 )
         self.append("verdict", verdict)
         return verdict
+
+    def require_hypotheses(self, ids: list[str]) -> None:
+        """Evidence may only name hypotheses the ledger holds (a typo would cite nothing)."""
+        if ids:
+            known = self.state().hypotheses
+            missing = [h for h in ids if h not in known]
+            if missing:
+                have = ", ".join(sorted(known)[:8]) or "none yet"
+                raise InputError(
+                    f"unknown hypothesis id(s) {', '.join(missing[:10])}; the ledger has {have}"
+                )
 
     def note(self, text: str, **extra: Any) -> None:
         self.append("note", {"text": text, **extra})

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
+from ..ledger import Ledger
 from ..records import Evidence
 from .common import CaseOpt, WorkspaceOpt, console, ledger_for, workspace_for
 
@@ -156,6 +157,7 @@ def launch_cmd(
     from reproducers.launcher import EnvPolicy, launch
 
     ws = workspace_for(case, workspace)
+    Ledger(ws).require_hypotheses(list(hypothesis or []))
     if launcher == LauncherName.python and ranks > 1:
         launcher = LauncherName.torchrun
     with console.status(f"running {reproducer_id} ({launcher.value}, {ranks} rank(s))"):
@@ -216,6 +218,7 @@ def replay_cmd(
         except json.JSONDecodeError:
             raise InputError(f"--arg {item!r}: the value is not JSON") from None
     ws = workspace_for(case, workspace)
+    Ledger(ws).require_hypotheses(list(hypothesis or []))
     policy = ReplayPolicy(deterministic=deterministic, stream=stream, dtype=dtype, device=device)  # type: ignore[arg-type]
     ev = replay_dump(
         dump, ws, repeats, policy, list(hypothesis or []), extra, roots=[ws, Path.cwd()]

@@ -165,10 +165,10 @@ def report_cmd(
 ) -> None:
     """Write the reviewer's report (Markdown and a self-contained HTML page)."""
     from ..report import write_report
-    from .common import workspace_for
+    from .common import existing_ledger_for
 
-    ws = workspace_for(case, workspace)
-    paths = write_report(Ledger(ws), out or ws)
+    ledger = existing_ledger_for(case, workspace)  # a typo in -w is an error, not an empty report
+    paths = write_report(ledger, out or ledger.workspace)
     console.print(f"wrote {paths.markdown} and {paths.html}", markup=False)
 
 

@@ -24,7 +24,14 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import InputError
 from .model import Ev, MemoryRankStream, RankStream
@@ -44,6 +51,15 @@ class MapRule(BaseModel):
         except re.error as exc:
             raise ValueError(f"not a valid regular expression: {exc}") from None
         return v
+
+    @model_validator(mode="after")
+    def _replacement_fits(self) -> MapRule:
+        # a bad group reference (\\9 with one group) would fail only on the first match: now
+        try:
+            re.compile(self.pattern).sub(self.replace, "")
+        except (re.error, IndexError) as exc:
+            raise ValueError(f"replace is not a valid replacement: {exc}") from None
+        return self
 
 
 class Mapping(BaseModel):

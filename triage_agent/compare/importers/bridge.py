@@ -49,6 +49,10 @@ def load(path: Path) -> TraceRun:
                 raise MalformedTraceError(f"{f}:{ln}: record lacks {', '.join(missing)}")
             if not isinstance(rec["align_idx"], int):
                 raise MalformedTraceError(f"{f}:{ln}: align_idx must be an integer")
+            if "seq_id" in rec and (
+                not isinstance(rec["seq_id"], int) or isinstance(rec["seq_id"], bool)
+            ):
+                raise MalformedTraceError(f"{f}:{ln}: seq_id must be an integer")
             rows.append(
                 {
                     "seq": rec.get("seq_id", len(rows)),
