@@ -112,3 +112,11 @@ def test_manifest_deepspeed_zero1_and_zero2_before_save_after_load(tmp_path):
             # ...while the script reseeds torch's CPU generator in between, which the
             # manifest must notice (a checkpoint that does not carry an RNG stream shows here)
             assert ("rng", "torch_cpu") in {(e.section, e.path) for e in d.differences}
+
+
+@pytest.mark.parametrize("doc", ["{}", '{"version": 99}', '{"version": 1, "tensors": 5}'])
+def test_a_document_that_is_not_a_manifest_is_refused_with_the_field(tmp_path, doc):
+    p = tmp_path / "m.json"
+    p.write_text(doc)
+    with pytest.raises(InputError, match=r"is not a state manifest: (version|tensors)"):
+        load_manifest(p)

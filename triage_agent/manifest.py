@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .errors import InputError
 from .records import utcnow
@@ -40,7 +40,8 @@ class TensorEntry(BaseModel):
 
 
 class StateManifest(BaseModel):
-    version: int = MANIFEST_VERSION
+    # read back from a file, every manifest names its version: '{}' is not a manifest
+    version: int = Field(ge=1, le=MANIFEST_VERSION)
     created: str = Field(default_factory=utcnow)
     label: str = ""
     rank: int = 0
@@ -158,7 +159,7 @@ def build_manifest(
     if rank is None:
         dist = torch.distributed
         rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    m = StateManifest(label=label, rank=rank, data_cursor=data_cursor)
+    m = StateManifest(version=MANIFEST_VERSION, label=label, rank=rank, data_cursor=data_cursor)
     obj = engine_or_state
     if type(obj).__name__ in ("DeepSpeedEngine", "PipelineEngine"):
         _walk(obj.module.state_dict(), "model", m)
@@ -195,6 +196,10 @@ def load_manifest(path: str | os.PathLike[str]) -> StateManifest:
         return StateManifest.model_validate_json(p.read_text())
     except OSError as exc:
         raise InputError(f"cannot read manifest {p}: {exc.strerror}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "document"
+        raise InputError(f"{p} is not a state manifest: {where}: {err['msg']}") from None
     except ValueError as exc:
         raise InputError(f"{p} is not a state manifest: {str(exc).splitlines()[0]}") from None
 

@@ -91,7 +91,7 @@ def write_demo_case(dest: Path, *, overwrite: bool = False) -> Path:
     if clash and not overwrite:
         raise InputError(
             f"{dest} already holds a different {', '.join(clash)}: "
-            "remove it or write the demo case with overwrite"
+            "remove it, or write the demo case into another directory"
         )
     dest.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():

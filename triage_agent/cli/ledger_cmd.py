@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..ledger import dumps_state
 from ..ledger_view import hypothesis_rows, to_markdown
-from .common import CaseOpt, WorkspaceOpt, console, existing_ledger_for
+from .common import CaseOpt, WorkspaceOpt, console, err_console, existing_ledger_for
 
 ledger_app = typer.Typer(help="Read the evidence ledger.", no_args_is_help=True)
 
@@ -27,9 +27,11 @@ def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
     ledger = existing_ledger_for(case, workspace)
     state = ledger.state()
     if state.torn_tail:
-        console.print(
+        err_console.print(
             f"[yellow]warning:[/] torn last line at byte {state.torn_tail.offset} of "
-            f"{ledger.path} ignored ({state.torn_tail.length} bytes)"
+            f"{escape(str(ledger.path))} ignored ({state.torn_tail.length} bytes); the next "
+            "write moves it aside and records a note",
+            highlight=False,
         )
     table = Table(title=f"{ledger.path} — {state.events} events, {len(state.evidence)} evidence")
     for col in ("hypothesis", "statement", "status", "classification", "evidence", "verdict"):

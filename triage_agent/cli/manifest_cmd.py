@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         a: Annotated[Path, typer.Argument(help="manifest A (JSON)")],
         b: Annotated[Path, typer.Argument(help="manifest B (JSON)")],
         as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
-        limit: Annotated[int, typer.Option("--limit", help="rows shown")] = 50,
+        limit: Annotated[int, typer.Option("--limit", min=1, help="rows shown")] = 50,
     ) -> None:
         from ..manifest import diff_manifests, load_manifest
 

@@ -31,10 +31,11 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(
                 "--plot",
-                help="PNG of per-step distance per metric (a .png file in an existing directory)",
+                help="also write a PNG of the per-step distance per metric (a .png file in an "
+                "existing directory); none unless asked",
             ),
-        ] = Path("metric_distance.png"),
-        no_plot: Annotated[bool, typer.Option("--no-plot", help="skip the PNG")] = False,
+        ] = None,
+        no_plot: Annotated[bool, typer.Option("--no-plot", help="no PNG (the default)")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
     ) -> None:
         from ..metrics import diff_metrics, load_metrics

@@ -72,7 +72,9 @@ def detect(path: Path) -> str:
             return "chrome"
     if debugmode.looks_like(head):
         return "debugmode"
-    raise FormatDetectionError(f"{path}: format not recognised; pass --format explicitly")
+    raise FormatDetectionError(
+        f"{path}: format not recognised; name it with --input-format (native, bridge, megatron-lm, debugmode, chrome)"
+    )
 
 
 def load_run(path_or_dir: str | Path, fmt: str = "auto", strict: bool = False) -> TraceRun:
