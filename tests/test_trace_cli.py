@@ -189,3 +189,14 @@ def test_trace_nonsense_timeout_and_no_trace_written_are_said(tmp_path):
     res = capture_command([sys.executable, "-c", "print(1)"], CaptureConfig(out_dir=tmp_path / "n"))
     assert res.exit_code == 0 and res.files == []
     assert any("no process wrote a trace" in w for w in res.warnings)
+
+
+def test_trace_dump_pattern_that_matches_nothing_is_said(tmp_path):
+    train = _script(tmp_path)
+    cfg = CaptureConfig(out_dir=tmp_path / "d", level="op", dump=["addmm"])
+    res = capture_command([sys.executable, str(train), "2", "0"], cfg, timeout_s=120)
+    assert res.files and any("no event matched --dump addmm" in w for w in res.warnings)
+    cfg = CaptureConfig(out_dir=tmp_path / "e", level="op", dump=["aten::addmm"])
+    res = capture_command([sys.executable, str(train), "2", "0"], cfg, timeout_s=120)
+    assert not any("no event matched" in w for w in res.warnings)
+    assert list((tmp_path / "e" / "dumps").glob("rank*/*.pt"))

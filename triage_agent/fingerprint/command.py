@@ -128,6 +128,11 @@ def collect(config: CaptureConfig) -> tuple[list[TraceFileInfo], list[int], list
             warnings.append(
                 f"{f.path}: no end record (the rank stopped early); completed steps kept"
             )
+    if config.dump and files and not any(out.glob("**/dumps/rank*/*.pt")):
+        warnings.append(
+            f"no event matched --dump {', '.join(config.dump)}: patterns match whole names "
+            "(aten::addmm, not addmm) or scope:name; * and ? are wildcards"
+        )
     if not files and config.level != "none":
         warnings.append(
             "no process wrote a trace: no Python process of the command ran torch through "
