@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..errors import InputError
 from .common import console
 
 
@@ -122,6 +123,19 @@ def scan(
     from probes.sarif import to_sarif
     from probes.scan import DEFAULT_EXCLUDES, ScanRequest, run_scan
 
+    if list_probes and fmt is not OutFormat.table:
+        rows = [
+            {
+                "id": p.id,
+                "category": p.category.value,
+                "severity": p.severity,
+                "reproducer": p.template,
+                "title": p.title,
+            }
+            for p in all_probes()
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
     if list_probes:
         table = Table(title="probes")
         for col in ("id", "category", "severity", "reproducer", "title"):
@@ -130,6 +144,8 @@ def scan(
             table.add_row(p.id, p.category.value, p.severity, p.template or "-", p.title)
         console.print(table)
         return
+    if output is not None and fmt is OutFormat.table:
+        raise InputError("--output writes json or sarif: add --format json or --format sarif")
     req = ScanRequest(
         paths=paths or [],
         diff=diff,

@@ -212,7 +212,9 @@ def run_stage1(
     state = ledger.state()
     if "scan" not in state.stages_done():
         req = scan_request(case, rep)
-        on_status(f"scanning {len(req.paths)} path(s), phase {req.phase}")
+        on_status(
+            f"scanning {len(req.paths)} path(s), phase {req.phase or 'unknown (all probes ranked alike)'}"
+        )
         res = run_scan(req)
         # Ids from content: a scan redone after an interruption rewrites the same records.
         findings = [
@@ -223,7 +225,7 @@ def run_stage1(
             ledger.add_finding(f)
         summary = (
             f"scanned {res.files_scanned}/{res.files_total} files ({res.lines} lines) in "
-            f"{res.seconds:.1f} s, phase {req.phase}: {len(res.findings)} findings"
+            f"{res.seconds:.1f} s, phase {req.phase or 'unknown'}: {len(res.findings)} findings"
             + (f"; {res.budget_hit}" if res.budget_hit else "")
         )
         ledger.add_evidence(
