@@ -339,6 +339,12 @@ def load_dump(
     if not isinstance(raw, dict):
         raise InputError(f"dump {p} holds a {type(raw).__name__}, expected a dict")
     if "args" in raw and "op" in raw:
+        if nontensor_args:
+            # the whole call was recorded: an --arg would be silently unused, so say so
+            raise InputError(
+                f"dump {p} holds the whole call of {raw['op']}, non-tensor arguments "
+                f"included: drop --arg {', '.join(sorted(nontensor_args))}"
+            )
         args, kwargs = list(raw["args"]), dict(raw.get("kwargs") or {})
         device = str(raw.get("device", "cpu"))
         if device.startswith("cuda") and torch.cuda.is_available():

@@ -84,6 +84,14 @@ def test_tracer_dump_needs_its_non_tensor_arguments(tmp_path):
     assert call.op == "aten::index_add_" and call.args[1] == 0
 
 
+def test_whole_call_dump_refuses_an_argument_it_would_not_use(tmp_path):
+    base, idx, src, out = _index_add_case()
+    path = tmp_path / "call.pt"
+    torch.save({"op": "aten::index_add_", "args": [base, 0, idx, src], "kwargs": {}}, path)
+    with pytest.raises(InputError, match="holds the whole call.*drop --arg dim"):
+        load_dump(path, {"dim": 1})
+
+
 def test_replay_dump_records_observed_evidence(tmp_path):
     base, idx, src, out = _index_add_case()
     path = tmp_path / "call.pt"
