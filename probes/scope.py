@@ -215,6 +215,8 @@ def from_diff(
     import git  # GitPython: imported here so plain path scans do not pay for it
 
     rev_a, rev_b = split_rev_range(spec)
+    if not Path(repo_path).exists():
+        raise InputError(f"path not found: {repo_path}")
     try:
         repo = git.Repo(repo_path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
