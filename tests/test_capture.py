@@ -69,7 +69,12 @@ def test_capture_detects_a_changed_weight_bit(tmp_path):
     fwd = ("0", "Linear", "forward", 0)
     assert a[fwd].outputs == b[fwd].outputs  # before the flipped layer
     last = ("2", "Linear", "forward", 0)
-    assert a[last].inputs == b[last].inputs and a[last].outputs != b[last].outputs
+    # the activation coming in is equal; the layer's own weight, recorded as an input after
+    # it, is not: the layer is a receiver of changed state, never an origin on equal inputs
+    assert a[last].inputs[0] == b[last].inputs[0]
+    assert [i.shape for i in a[last].inputs[1:]] == [[2, 8], [2]]  # weight, bias
+    assert a[last].inputs[1] != b[last].inputs[1] and a[last].inputs[2] == b[last].inputs[2]
+    assert a[last].outputs != b[last].outputs
 
 
 def test_capture_no_sync_or_collective_inside_a_traced_step(tmp_path, monkeypatch):
@@ -255,3 +260,29 @@ def test_capture_optimizer_event_has_pre_step_inputs(tmp_path):
         assert ev.meta["inputs"][:2] == ["param", "grad"]
         assert ev.inputs[1] == ev.outputs[1]  # the gradient is read, not written
         assert ev.inputs[0] != ev.outputs[0]  # the parameter moved
+
+
+@pytest.mark.parametrize("change", ["data", "weight"])
+def test_module_trace_never_names_an_origin_the_evidence_does_not_show(tmp_path, change):
+    """Different input data, or a weight changed before the step: every module receives it.
+
+    Backward module events record no inputs, and a module's weights are its inputs too, so
+    neither may be reported as an origin with "equal inputs".
+    """
+    from triage_agent.compare import compare_runs, load_run
+
+    for name in ("a", "b"):
+        m = _model()
+        if name == "b" and change == "weight":
+            with torch.no_grad():
+                m[0].weight.view(torch.int32)[0, 0] ^= 1 << 16
+        cfg = CaptureConfig(out_dir=tmp_path / name, steps=(0, 0), level="module")
+        with Tracer(cfg) as tr:
+            seed = 2 if (name == "b" and change == "data") else 1
+            _train(tr, 1, m, torch.optim.SGD(m.parameters(), lr=0.1), seed=seed)
+    res = compare_runs(load_run(tmp_path / "a"), load_run(tmp_path / "b"))
+    r = res.ranks[0]
+    assert r.status == "diverged" and r.origin is None
+    first = r.first_divergence
+    assert first.role == "receiver" and first.a.scope == "0" and first.a.phase == "forward"
+    assert r.outside_scope is not None  # it says what to widen instead

@@ -16,6 +16,10 @@ Labels that change how a mismatch must be read:
 - ``collective``: equal local inputs, different outputs of a collective; a peer's
   contribution or the reduction order differs. The cross-rank summary says which.
 - ``no-input-digests``: the format records no inputs; origin and receiver are undecidable.
+- ``no-inputs-recorded``: a module-level event with nothing recorded on the way in (a
+  backward event); observed there, never an origin, and the walk goes on.
+- ``inner-diverged``: a module whose inputs are equal but inside which an op or submodule
+  already differed; it receives that difference, and the walk goes on.
 """
 
 from __future__ import annotations
@@ -110,6 +114,16 @@ def _diff_idx(x: tuple, y: tuple) -> list[int]:
     return out
 
 
+def demote_to_receiver(d: Divergence) -> Divergence:
+    """A module that would be an origin, but something it ran had already diverged."""
+    label = Label(
+        code="inner-diverged",
+        message="inputs equal, but an op or submodule inside this module differed first: "
+        "its output carries that difference",
+    )
+    return d.model_copy(update={"role": "receiver", "labels": [*d.labels, label]})
+
+
 def judge_pair(
     ea: Ev, eb: Ev, rank: int, src_a: Path, src_b: Path, records_inputs: bool
 ) -> Divergence | None:
@@ -134,6 +148,18 @@ def judge_pair(
                 code="no-input-digests",
                 message="this format records no input digests: the first mismatch is where "
                 "the difference was first observed, not a proven origin",
+            )
+        )
+    elif not ea.inputs and not eb.inputs and ea.kind != "op":
+        # nothing recorded on the way in (a module's backward event, a hook on a gradient):
+        # "equal inputs" would be vacuous, so this is where the difference was seen, no more.
+        # An op with no tensor inputs (randn, arange) keeps the rule: its output is its own.
+        role = "observed"
+        labels.append(
+            Label(
+                code="no-inputs-recorded",
+                message="this event records no inputs: the first mismatch seen here is not "
+                "a proven origin; the difference may come from anything upstream",
             )
         )
     elif ins_equal:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ..errors import InputError
 from .align import align
-from .classify import judge_pair, ref, widen_for
+from .classify import demote_to_receiver, judge_pair, ref, widen_for
 from .errors import IncompatibleRunsError
 from .mapping import Mapping, apply_mapping, decoded, load_mapping
-from .model import RankStream, TraceRun
+from .model import Ev, RankStream, TraceRun
 from .result import (
     CompareResult,
     CrossRank,
@@ -37,6 +37,19 @@ def _info(run: TraceRun) -> RunInfo:
 
 def _first_step(s: RankStream) -> int:
     return s.event(0).step if len(s) else 0
+
+
+def _inner_diverged(e: Ev, seen: set[tuple[int, str | None, str]]) -> bool:
+    """Did an event inside module ``e`` (its own ops, its submodules) diverge before it?
+
+    A module's event is recorded when it returns, after everything it ran; if something
+    inside it already differed, its output differs for that reason, whatever its inputs.
+    """
+    prefix = f"{e.scope}." if e.scope else ""
+    return any(
+        st == e.step and ph == e.phase and (sc == e.scope or sc.startswith(prefix))
+        for st, ph, sc in seen
+    )
 
 
 def compare_rank(
@@ -80,6 +93,7 @@ def compare_rank(
     first: Divergence | None = None
     origin: Divergence | None = None
     artifacts: list[Divergence] = []
+    seen: set[tuple[int, str | None, str]] = set()  # (step, phase, scope) of divergences
     for _, it in items:
         if isinstance(it, Unmatched):
             if it.reason == "after-truncation":
@@ -97,6 +111,10 @@ def compare_rank(
         if any(lb.code == "probe-artifact" for lb in jd.labels):
             artifacts.append(jd)
             continue
+        ea = it[0]
+        if jd.role == "origin" and ea.kind == "module" and _inner_diverged(ea, seen):
+            jd = demote_to_receiver(jd)
+        seen.add((ea.step, ea.phase, ea.scope))
         first = first or jd
         if jd.role == "origin":
             origin = jd

@@ -42,6 +42,8 @@ class Label(_M):
         "possible-race",
         "collective",
         "no-input-digests",
+        "no-inputs-recorded",
+        "inner-diverged",
         "absorbed",
     ]
     message: str

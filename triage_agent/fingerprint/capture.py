@@ -570,7 +570,10 @@ class Tracer:
         name = type(module).__name__
         staged = []
         if self._in_scope(scope):
-            staged = self._stage_all(_tensors(args), self._mode_for(name, scope))
+            # The module's own weights and buffers are inputs too: without them a changed
+            # weight reads as "equal inputs, different output" and the module as an origin.
+            own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+            staged = self._stage_all(_tensors(args) + own, self._mode_for(name, scope))
         self._stack.append((scope, staged))
         return None
 
