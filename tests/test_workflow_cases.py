@@ -101,3 +101,26 @@ def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(tmp_
     assert reruns and reruns[-1].result == EvidenceResult.supported
     assert reruns[-1].data["reverted"] in changed
     assert reruns[-1].id in v.evidence
+
+
+@pytest.mark.slow
+def test_source_upgrade_no_probe_explains_is_proven_by_reverting_one_changed_file(tmp_path):
+    """Two files change, one matters, no finding points at it: each file is reverted alone."""
+    case = load_case(build_trainlib_case(tmp_path, change="clip-order"))
+    ledger = Ledger(case.workspace)
+    result = run_workflow(case, ledger, RunOptions(timeout_s=300, max_hypotheses=3))
+    st = ledger.state()
+    v = result.verdict
+    assert v is not None and v.hypothesis is not None, v
+    assert "trainlib/optim.py" in (v.location or "") and "data.py" not in (v.location or "")
+    proof = [
+        e
+        for e in st.evidence_for(v.hypothesis)
+        if e.kind == EvidenceKind.rerun and e.result == EvidenceResult.supported
+    ]
+    assert proof and proof[-1].data["reverted"] == "trainlib/optim.py"
+    assert proof[-1].id in v.evidence
+    # the harmless file, if it was tried, was refuted by its own revert
+    for h in st.hypotheses.values():
+        if "data.py" in h.statement:
+            assert h.status.value == "refuted"

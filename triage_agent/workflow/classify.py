@@ -8,6 +8,8 @@ The mapping is a statement of the project's contract, not knowledge of any case:
 - nondeterminism: a kernel whose result depends on scheduling: a bug against the
   repeatability contract, fixed by deterministic algorithms.
 - environment: a difference in versions or variables between the runs.
+- source-change: reverting one changed file alone makes every step match; which file is
+  proven, whether its new arithmetic is wrong is not: unknown until someone reads it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ FIX_POLICY: dict[str, str] = {
 }
 
 FIX_TEXT: dict[str, str] = {
+    "source-change": "read the change to that file: if the new arithmetic is intended, adopt it in "
+    "the reference as the declared numerical policy; if not, revert it",
     "rng-state": "save every RNG stream (python, numpy, torch CPU, each CUDA device, model-parallel "
     "trackers) and the data cursor with the checkpoint, and restore them bitwise on load",
     "nondeterminism": "enable torch.use_deterministic_algorithms(True) with CUBLAS_WORKSPACE_CONFIG, or "

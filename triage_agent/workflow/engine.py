@@ -32,7 +32,7 @@ from ..records import (
 from ..runs import OUT_TOKEN, materialize_case
 from .characterize import MismatchReport, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
-from .fixcheck import validate_fix, validate_revert
+from .fixcheck import bisect_changed_files, validate_fix, validate_revert
 from .stage1 import run_stage1
 
 
@@ -166,6 +166,24 @@ def run_workflow(
                     ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)
                 ]
 
+    if (
+        not candidates
+        and rep.source_differs
+        and ma is not None
+        and _relaunchable(case)
+        and _time_left(ledger, deadline, "reverting changed files one at a time")
+    ):
+        hyp = bisect_changed_files(
+            case,
+            ledger,
+            str(ma),
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("fix", m),
+        )
+        if hyp is not None:
+            candidates = [hyp]
+
     verdict = decide(case, ledger, rep, candidates, trace_ev, ma, opts, status, deadline)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
 
@@ -298,6 +316,8 @@ def decide(
     if findings:
         f = findings[0]
         loc_parts.append(f"{f.file}:{f.line_start}" + (f" ({f.function})" if f.function else ""))
+    if not findings and hyp.category == "source-change":
+        loc_parts.append(hyp.rationale.split(" ", 1)[0])
     if trace_ev is not None and trace_ev.data.get("origin_location"):
         loc_parts.append(f"first divergence: {trace_ev.data['origin_location']}")
     fix_text = FIX_TEXT.get(hyp.category, "")

@@ -8,7 +8,14 @@ from pathlib import Path
 from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics
 from ..policies import POLICY_HELP
-from ..records import Case, Evidence, EvidenceKind, EvidenceResult
+from ..records import (
+    Case,
+    Evidence,
+    EvidenceKind,
+    EvidenceResult,
+    Hypothesis,
+    HypothesisStatus,
+)
 from ..runs import joined_argv, materialize
 
 
@@ -193,3 +200,92 @@ def validate_revert(
     )
     ledger.add_evidence(ev)
     return ev
+
+
+MAX_REVERTS = 8
+
+
+def changed_files(case: Case) -> list[str]:
+    """Python files that differ between A's and B's revisions, repository-relative."""
+    import git
+
+    from ..paths import check_rev
+
+    a, b = case.run_a.source, case.run_b.source
+    if a is None or b is None or not a.rev:
+        return []
+    try:
+        repo = git.Repo(b.repo, search_parent_directories=True)
+        ra = repo.commit(check_rev(a.rev)).hexsha
+        rb = repo.commit(check_rev(b.rev or "HEAD")).hexsha
+        names = repo.git.diff("--name-only", ra, rb).splitlines()
+    except (git.GitError, ValueError):
+        return []
+    return [n for n in names if n.endswith(".py")]
+
+
+def bisect_changed_files(
+    case: Case,
+    ledger: Ledger,
+    baseline_a_metrics: str,
+    *,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> Hypothesis | None:
+    """No supported hypothesis, and the runs differ in source: revert each changed file alone.
+
+    Each file is its own hypothesis, tested by one intervention (B with that file at A's
+    revision); the first whose revert makes every step match is supported. Bounded: with
+    more than MAX_REVERTS changed files it stops and says how to narrow the case.
+    """
+    import hashlib
+    import time
+
+    files = changed_files(case)
+    if not files:
+        return None
+    if len(files) > MAX_REVERTS:
+        ledger.note(
+            f"{len(files)} Python files changed between the revisions: more than {MAX_REVERTS} "
+            "to revert one at a time; narrow the case (scan_paths, or a closer revision)",
+            level="warning",
+        )
+        return None
+    a, b = case.run_a.source, case.run_b.source
+    assert a is not None and b is not None
+    for file in files:
+        if time.monotonic() > deadline:
+            ledger.note("budget reached while reverting changed files", level="warning")
+            return None
+        hid = "H-" + hashlib.sha256(f"revert|{file}|{a.rev}|{b.rev}".encode()).hexdigest()[:10]
+        st = ledger.state()
+        hyp = st.hypotheses.get(hid) or ledger.put_hypothesis(
+            Hypothesis(
+                id=hid,
+                statement=f"the change to {file} between {a.rev} and {b.rev} changes the bits",
+                category="source-change",
+                rationale=f"{file} is one of {len(files)} changed Python file(s); no probe "
+                "finding explained the divergence, so each changed file is reverted alone",
+            )
+        )
+        if hyp.status == HypothesisStatus.refuted:
+            continue
+        on_status(f"B with only {file} taken back to {a.rev}")
+        ev = next(
+            (
+                e
+                for e in st.evidence_for(hid)
+                if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error
+            ),
+            None,
+        ) or validate_revert(
+            case, ledger, file, [hid], baseline_a_metrics, timeout_s=timeout_s, on_status=on_status
+        )
+        if ev is None:
+            return None  # B's working directory is not a checkout: no revert is possible
+        if ev.result == EvidenceResult.supported:
+            return ledger.update_hypothesis(hid, status=HypothesisStatus.supported)
+        if ev.result == EvidenceResult.refuted:
+            ledger.update_hypothesis(hid, status=HypothesisStatus.refuted)
+    return None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..compare import CompareResult, compare_runs, confirm_bytes, load_runs
 from ..compare.result import Divergence, EventRef
+from ..errors import InputError, TriageError
 from ..fingerprint import CaptureConfig
 from ..ledger import Ledger
 from ..metrics import diff_metrics, load_metrics
@@ -172,7 +173,21 @@ def trace_and_compare(
         )
         ledger.add_evidence(ev)
         return None, ev
-    res = compare_runs(*load_runs(ta.trace_dir, tb.trace_dir), mapping=case.correspondence_map)
+    try:
+        res = compare_runs(*load_runs(ta.trace_dir, tb.trace_dir), mapping=case.correspondence_map)
+    except TriageError as exc:
+        # e.g. the window never occurred in a process (a resumed script that counts its
+        # steps from 0): say why, with what the capture itself reported
+        said = [w for o in (ta, tb) for w in o.warnings][:6]
+        ev = Evidence(
+            kind=EvidenceKind.trace_compare,
+            result=EvidenceResult.error,
+            summary=f"{label} ({level}): the traces cannot be compared: {exc}"
+            + (f"; the capture said: {' | '.join(said)}" if said else ""),
+            argv=joined_argv(tb),
+        )
+        ledger.add_evidence(ev)
+        return None, ev
     argv = joined_argv(tb)
     arts = [
         ledger.artifact(p, role=f"trace {out.run}")
@@ -443,7 +458,13 @@ def _replay(
         return None
     dump = Path(trace_ev.data["trace_dirs"]["b"]) / ref.dump
     roots = [ledger.workspace, *trace_ev.data["trace_dirs"].values()]
-    as_is = replay_dump(dump, ledger.workspace, repeats=8, hypotheses=[hyp.id], roots=roots)
+    try:
+        as_is = replay_dump(dump, ledger.workspace, repeats=8, hypotheses=[hyp.id], roots=roots)
+    except InputError as exc:
+        # a dump that cannot be replayed (no inputs, an op with hidden arguments) is a gap
+        # in the evidence, said in the ledger, not the end of the workflow
+        ledger.note(f"replay of {ref.scope}::{ref.name} not possible: {exc}", level="warning")
+        return None
     if as_is.data.get("repeatable", True):
         return as_is
     det = replay_dump(
