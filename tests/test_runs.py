@@ -6,6 +6,7 @@ tested without DeepSpeed; the demo's real DeepSpeed runs are in ``test_demo_case
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -263,3 +264,19 @@ def test_join_trace_segments_keeps_dumps_reachable(tmp_path):
         "steps": [0, 1],
         "note": "joined 2 segment(s)",
     }
+
+
+def test_step_restart_across_commands_is_detected(tmp_path):
+    from triage_agent.runs import step_restart
+
+    def seg(k, steps):
+        d = tmp_path / f"seg{k}"
+        d.mkdir()
+        (d / "capture_rank0.json").write_text(json.dumps({"steps_seen": steps}))
+        return d
+
+    resumed_right = [seg(0, [0, 1, 2]), seg(1, [3, 4])]
+    assert step_restart(resumed_right) is None
+    restarted = [seg(2, [0, 1, 2]), seg(3, [0, 1])]
+    msg = step_restart(restarted)
+    assert msg and "STEP NUMBERS RESTART" in msg and "command 2 begins at step 0" in msg

@@ -64,6 +64,11 @@ class RunOutcome(BaseModel):
     policies: list[str] = Field(default_factory=list)
     logs: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    step_restart: str | None = Field(
+        default=None,
+        description="set when a later command's steps start again below an earlier one's: "
+        "its trace steps are per process, not the run's global steps",
+    )
     key: str = Field(default="", description="the cache key the outputs are stored under")
     error: str | None = Field(
         default=None,
@@ -227,6 +232,35 @@ def run_key(run: RunSpec, policies: list[str], capture: BaseModel | None) -> str
     return h.hexdigest()[:12]
 
 
+def step_restart(segments: list[Path]) -> str | None:
+    """Say so when a command's first step is not after the previous command's last one.
+
+    A resumed process whose script does not restore its step counter (plain torch counts
+    optimizer steps from 0 in every process; DeepSpeed's engine restores its own) labels
+    its steps from 0 again: comparing its "step 10" with the other run's step 10 would pair
+    different steps without a word.
+    """
+    last: int | None = None
+    for k, seg in enumerate(segments):
+        seen: set[int] = set()
+        for st in seg.glob("capture_rank*.json"):
+            try:
+                seen.update(json.loads(st.read_text()).get("steps_seen", []))
+            except (OSError, ValueError):
+                continue
+        if not seen:
+            continue
+        if last is not None and min(seen) <= last:
+            return (
+                f"STEP NUMBERS RESTART: command {k + 1} begins at step {min(seen)} after an "
+                f"earlier command reached step {last}; the script does not restore its step "
+                "counter on resume, so this run's trace steps are not its global steps and a "
+                "trace comparison by step would pair different steps"
+            )
+        last = max(seen)
+    return None
+
+
 def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
     """Join per-command trace files into one stream per rank (header of the first segment)."""
     by_rank: dict[str, list[Path]] = {}
@@ -384,6 +418,9 @@ def materialize(
         tdir = out / "trace"
         join_trace_segments(segments, tdir)
         outcome.trace_dir = str(tdir)
+        outcome.step_restart = step_restart(segments)
+        if outcome.step_restart:
+            outcome.warnings.append(outcome.step_restart)
     if outcome.ok:
         tmp = done.with_name(f".{OUTCOME_NAME}.tmp")
         tmp.write_text(outcome.model_dump_json(indent=2))

@@ -146,6 +146,18 @@ def trace_and_compare(
         cfg = cfg.model_copy(update={"level": level})
         tag = f"{label.replace(' ', '-')}-{level}" + ("-retry" if retried else "")
         ta, tb = _pair(case, ws, tag, cfg, timeout_s, on_status)
+        restart = next((o for o in (ta, tb) if o.step_restart), None)
+        if restart is not None:
+            ev = Evidence(
+                kind=EvidenceKind.trace_compare,
+                result=EvidenceResult.error,
+                summary=f"{label}: run {restart.run}: {restart.step_restart}. Traces are not "
+                "compared (they would pair different steps); make the script restore its step "
+                "counter on resume, or call the tracer's step(n) with the global step",
+                argv=joined_argv(restart),
+            )
+            ledger.add_evidence(ev)
+            return None, ev
         failed = [o for o in (ta, tb) if not o.ok]
         problems = _perturbation(ledger, base, (ta, tb), is_repeat(case))
         if not problems and ta.trace_dir and tb.trace_dir:
