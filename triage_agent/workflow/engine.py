@@ -268,6 +268,11 @@ def decide(
             location=where,
             evidence=chain + ([trace_ev.id] if trace_ev else []),
             next_action=(trace_ev.data.get("widen") if trace_ev else None)
+            or (
+                f"the trace step failed ({trace_ev.id}): {trace_ev.summary}"
+                if trace_ev is not None and trace_ev.result == EvidenceResult.error
+                else None
+            )
             or "widen the trace (more steps, ranks, op level) or add a case-specific reproducer",
         )
         ledger.set_verdict(v)
