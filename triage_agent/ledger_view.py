@@ -41,9 +41,23 @@ def to_markdown(state: LedgerState) -> str:
     out: list[str] = ["# Evidence ledger", ""]
     if state.case:
         c = state.case
+        found = next(
+            (
+                s.get("step")
+                for s in reversed(state.stages)
+                if s.get("stage") == "confirm" and s.get("status") == "done"
+            ),
+            None,
+        )
+        if found is not None:
+            given = "" if c.mismatch_step in (None, found) else f" (given: {c.mismatch_step})"
+            step = f"first mismatching step {found}{given}"
+        elif c.mismatch_step is not None:
+            step = f"mismatch step {c.mismatch_step} given, not yet confirmed"
+        else:
+            step = "mismatch step not yet found"
         out += [
-            f"**Case** `{c.name}`: run A `{c.run_a.name}` vs run B `{c.run_b.name}`, "
-            f"mismatch step {c.mismatch_step if c.mismatch_step is not None else 'not set'}.",
+            f"**Case** `{c.name}`: run A `{c.run_a.name}` vs run B `{c.run_b.name}`, {step}.",
             "",
         ]
     if state.torn_tail:
