@@ -290,9 +290,10 @@ def run_stage2(
     res, ev = trace_and_compare(case, ledger, rep, cfg, "module trace", base, timeout_s, on_status)
     final = ev
     origin = _origin(res) if res else None
-    if res is not None and origin is None and res.status == "diverged":
-        # Nothing in the modules: follow the comparator's advice and capture ATen ops over
-        # the whole step where the first difference appeared.
+    if res is not None and origin is None:
+        # Nothing in the modules (or modules identical while the metric bits differ: the
+        # difference is in code outside every module, a loss function, a clip): capture
+        # ATen ops over the whole step where the first difference appeared.
         first = _first(res)
         step = (first.b or first.a).step if first else n
         ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
