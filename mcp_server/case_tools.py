@@ -193,6 +193,10 @@ class MismatchOut(BaseModel):
     )
     confirmed: bool = Field(description="the metric bits first differ at the claimed step")
     common_steps: int = Field(description="steps both runs logged (the list in report is capped)")
+    complete: bool = Field(
+        description="both runs hold the same ranks and steps; false: 'equal' covers only "
+        "what both have (see the diff's only_in_* and ranks_only_in_*)"
+    )
 
 
 def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress) -> MismatchOut:
@@ -227,6 +231,7 @@ def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress)
         report=rep.model_copy(update={"diff": capped}),
         confirmed=rep.step is not None and not rep.given_step_wrong,
         common_steps=n,
+        complete=rep.diff.complete,
     )
 
 
