@@ -76,7 +76,7 @@ x = torch.randn(8, 4)
 with MetricLog(a.out, rank=0) as log:
     for step in range(4):
         if step == a.perturb_at:
-            with torch.no_grad():  # one weight nudged: the origin is model.0 at this step
+            with torch.no_grad():  # one weight nudged between steps, outside every module
                 model[0].weight[0, 0] += 1e-3
         loss = model(x).pow(2).mean()
         opt.zero_grad()

@@ -46,10 +46,15 @@ def test_mcp_relaunch_capture_compare_first_divergence(tmp_path):
     assert cmp.structured_content["result"]["status"] == "diverged"
     first = out["first"].structured_content
     (rank0,) = first["ranks"]
-    origin = rank0["origin"]
-    assert origin is not None and origin["role"] == "origin"
-    assert origin["a"]["step"] == 2 and origin["a"]["scope"].endswith("0")
-    assert "origin" in first["markdown"].lower()
+    # The weight is nudged by the script between steps, outside every module: at module
+    # level model.0 receives it (its weight, recorded as its input, differs). No origin is
+    # claimed, and the result says what to widen.
+    assert rank0["origin"] is None
+    fd = rank0["first_divergence"]
+    assert fd["role"] == "receiver" and fd["a"]["step"] == 2 and fd["a"]["scope"].endswith("0")
+    assert 1 in fd["differing_inputs"]  # the weight, after the activation
+    assert rank0["outside_scope"] is not None
+    assert "receiver" in first["markdown"].lower()
     traces = json.loads(out["traces"])
     assert [c["capture"]["level"] for c in traces["captures"]] == ["module", "module"]
     assert all(c["files"] for c in traces["captures"])

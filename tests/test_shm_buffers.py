@@ -65,6 +65,8 @@ def test_a_real_deepspeed_cpu_job_leaves_its_buffers_and_the_launcher_removes_th
             port, rank = os.environ["MASTER_PORT"], os.environ["RANK"]
             mine = glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_*_{port}_{rank}")
             os.write(1, f"sum {t.tolist()} buffers {len(mine)}\\n".encode())  # one write
+            deepspeed.comm.barrier()
+            torch.distributed.destroy_process_group()  # no gloo thread left at exit
             """
         )
     )
