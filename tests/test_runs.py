@@ -277,6 +277,9 @@ def test_step_restart_across_commands_is_detected(tmp_path):
 
     resumed_right = [seg(0, [0, 1, 2]), seg(1, [3, 4])]
     assert step_restart(resumed_right) is None
+    # DeepSpeed: the resumed process begins a step 0 before load_checkpoint restores 37
+    loaded_late = [seg(4, list(range(37))), seg(5, [0, 37, 38, 39, 40])]
+    assert step_restart(loaded_late) is None
     restarted = [seg(2, [0, 1, 2]), seg(3, [0, 1])]
     msg = step_restart(restarted)
     assert msg and "STEP NUMBERS RESTART" in msg and "command 2 begins at step 0" in msg

@@ -250,9 +250,13 @@ def step_restart(segments: list[Path]) -> str | None:
                 continue
         if not seen:
             continue
-        if last is not None and min(seen) <= last:
+        # One early step before a jump is a step begun before the checkpoint was loaded
+        # (DeepSpeed's engine counts from 0 until load_checkpoint restores its counter);
+        # a restart is two or more steps at or below the previous command's last one.
+        below = sorted(x for x in seen if last is not None and x <= last)
+        if below and (len(below) >= 2 or len(below) == len(seen)):
             return (
-                f"STEP NUMBERS RESTART: command {k + 1} begins at step {min(seen)} after an "
+                f"STEP NUMBERS RESTART: command {k + 1} begins at step {below[0]} after an "
                 f"earlier command reached step {last}; the script does not restore its step "
                 "counter on resume, so this run's trace steps are not its global steps and a "
                 "trace comparison by step would pair different steps"
