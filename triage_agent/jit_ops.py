@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -118,72 +119,43 @@ def build_ops(
     except Exception as e:  # noqa: BLE001 - any import failure is the same message
         raise InputError(f"DeepSpeed cannot be imported here ({e}); install it first") from None
     accel = get_accelerator()
-    results: list[OpBuild] = []
-    for op in ops:
-        try:
-            builder = accel.create_op_builder(op)
-        except Exception as e:  # noqa: BLE001 - an unknown builder name
-            results.append(OpBuild(op=op, name="?", status="skipped", seconds=0.0, detail=str(e)))
-            continue
-        if builder is None:
-            results.append(
-                OpBuild(
-                    op=op,
-                    name="?",
-                    status="skipped",
-                    seconds=0.0,
-                    detail=f"the {accel._name} accelerator has no such op",
-                )
-            )
-            continue
-        if builder.NAME == "deepspeed_not_implemented":  # DeepSpeed's stand-in for a typo
-            results.append(
-                OpBuild(
-                    op=op,
-                    name="?",
-                    status="failed",
-                    seconds=0.0,
-                    detail=f"{op} is not an op builder of the {accel._name} accelerator "
-                    f"(default: {', '.join(DEFAULT_OPS)})",
-                )
-            )
-            continue
-        if not ds_ops.__compatible_ops__.get(builder.NAME, False):
-            results.append(
-                OpBuild(
-                    op=op,
-                    name=builder.NAME,
-                    status="skipped",
-                    seconds=0.0,
-                    detail="DeepSpeed reports it incompatible with this machine",
-                )
-            )
-            continue
-        if progress:
-            progress(f"building {builder.NAME} (first build takes minutes)")
-        t0 = time.monotonic()
-        try:
-            builder.load(verbose=False)
-        except Exception as e:  # noqa: BLE001 - compiler errors arrive as many types
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            results.append(
-                OpBuild(
-                    op=op,
-                    name=builder.NAME,
-                    status="failed",
-                    seconds=round(time.monotonic() - t0, 1),
-                    detail=first,
-                )
-            )
-            continue
-        results.append(
-            OpBuild(
-                op=op,
-                name=builder.NAME,
-                status="ready",
-                seconds=round(time.monotonic() - t0, 1),
-                detail=str(extensions_root()),
-            )
-        )
+    results = [_build_one(op, accel, ds_ops.__compatible_ops__, progress) for op in ops]
     sys.stdout.flush()
     return results, removed
+
+
+def _build_one(
+    op: str,
+    accel: Any,
+    compatible: dict[str, bool],
+    progress: Callable[[str], None] | None,
+) -> OpBuild:
+    """Build or load one op; every way it can end is an OpBuild, never an exception."""
+    try:
+        builder = accel.create_op_builder(op)
+    except Exception as e:  # noqa: BLE001 - an unknown builder name
+        return OpBuild(op=op, name="?", status="skipped", seconds=0.0, detail=str(e))
+    if builder is None:
+        why = f"the {accel._name} accelerator has no such op"
+        return OpBuild(op=op, name="?", status="skipped", seconds=0.0, detail=why)
+    if builder.NAME == "deepspeed_not_implemented":  # DeepSpeed's stand-in for a typo
+        why = (
+            f"{op} is not an op builder of the {accel._name} accelerator "
+            f"(default: {', '.join(DEFAULT_OPS)})"
+        )
+        return OpBuild(op=op, name="?", status="failed", seconds=0.0, detail=why)
+    if not compatible.get(builder.NAME, False):
+        why = "DeepSpeed reports it incompatible with this machine"
+        return OpBuild(op=op, name=builder.NAME, status="skipped", seconds=0.0, detail=why)
+    if progress:
+        progress(f"building {builder.NAME} (first build takes minutes)")
+    t0 = time.monotonic()
+    try:
+        builder.load(verbose=False)
+    except Exception as e:  # noqa: BLE001 - compiler errors arrive as many types
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        status, detail = "failed", first
+    else:
+        status, detail = "ready", str(extensions_root())
+    seconds = round(time.monotonic() - t0, 1)
+    return OpBuild(op=op, name=builder.NAME, status=status, seconds=seconds, detail=detail)

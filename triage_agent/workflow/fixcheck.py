@@ -19,6 +19,19 @@ from ..records import (
 from ..runs import joined_argv, materialize
 
 
+def _against_a(d: MetricDiff) -> tuple[bool, str]:
+    """Whether a rerun matches A on every step and rank, and that said in one phrase."""
+    if d.first_step is None and d.common_steps and d.complete:
+        steps = d.common_steps
+        return (
+            True,
+            f"all {len(steps)} common steps ({steps[0]}..{steps[-1]}) now match bit for bit",
+        )
+    if d.first_step is not None:
+        return False, f"still differs first at step {d.first_step}"
+    return False, f"equal where both have data but incomplete ({d.gaps()}): not a match"
+
+
 def _outcome(d: MetricDiff, matched: bool) -> EvidenceResult:
     """A match must cover every step and rank; a rerun that stopped short proves nothing."""
     if matched:
@@ -80,16 +93,9 @@ def validate_fix(
             ledger.add_evidence(last)
             return last
         d = diff_metrics(load_metrics(a_metrics), load_metrics(out_b.metrics))
-        matched = d.first_step is None and bool(d.common_steps) and d.complete
+        matched, said = _against_a(d)
         summary = (
-            f"policy '{policy}' ({POLICY_HELP[policy]}) applied to {label}, uninstrumented: "
-            + (
-                f"all {len(d.common_steps)} common steps ({d.common_steps[0]}..{d.common_steps[-1]}) now match bit for bit"
-                if matched
-                else f"still differs first at step {d.first_step}"
-                if d.first_step is not None
-                else f"equal where both have data but incomplete ({d.gaps()}): not a match"
-            )
+            f"policy '{policy}' ({POLICY_HELP[policy]}) applied to {label}, uninstrumented: {said}"
         )
         last = Evidence(
             hypotheses=hypotheses,
@@ -174,21 +180,12 @@ def validate_revert(
         ledger.add_evidence(ev)
         return ev
     d = diff_metrics(load_metrics(baseline_a_metrics), load_metrics(out.metrics))
-    matched = d.first_step is None and bool(d.common_steps) and d.complete
+    matched, said = _against_a(d)
     ev = Evidence(
         hypotheses=hypotheses,
         kind=EvidenceKind.rerun,
         result=_outcome(d, matched),
-        summary=(
-            f"B rerun with only {file} taken back to {a.rev}, uninstrumented: "
-            + (
-                f"all {len(d.common_steps)} common steps now match A bit for bit"
-                if matched
-                else f"still differs first at step {d.first_step}"
-                if d.first_step is not None
-                else f"equal where both have data but incomplete ({d.gaps()}): not a match"
-            )
-        ),
+        summary=f"B rerun with only {file} taken back to {a.rev}, uninstrumented: {said}",
         argv=argv,
         data={
             "reverted": file,
