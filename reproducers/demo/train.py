@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             )
     log.close()
     torch.distributed.barrier()
+    # Tear gloo down before the interpreter exits: a rank that exits with its gloo threads
+    # alive can abort ("terminate called without an active exception") under load.
+    torch.distributed.destroy_process_group()
     return 0
 
 
