@@ -85,6 +85,22 @@ def run_guarded(template, params, main):
             params=params,
         )
         sys.exit(1)
+    finally:
+        _tear_down_group()
+
+
+def _tear_down_group():
+    """Destroy a process group the reproducer left open before the interpreter exits.
+
+    A process that exits with gloo's threads alive can abort ("terminate called without an
+    active exception", exit -6) after it printed its result, which reads as a crash.
+    """
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - teardown must never replace the result
+        pass
 
 
 def free_port():
