@@ -1,9 +1,9 @@
 """Tools over the case and the ledger: open/create a case, confirm the mismatch step,
 hypotheses, the verdict, notes, the summary and the report.
 
-Each function checks paths through the Workspace and calls one library function; the
-policy that a hypothesis becomes supported or refuted only on execution evidence lives in
-``_check_status_evidence``, the one rule this layer adds.
+Each function checks paths through the Workspace and calls one library function. The
+rules (a status needs execution evidence, a verdict a supported hypothesis, one case per
+ledger) live in the ledger, which checks them under its lock for every caller alike.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from triage_agent.errors import InputError
 from triage_agent.ledger import LedgerState
 from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, to_markdown
 from triage_agent.records import (
-    EXECUTION_KINDS,
     Case,
     Classification,
     Hypothesis,
@@ -57,23 +56,6 @@ class CaseOut(BaseModel):
     workspace: WorkspaceInfo
 
 
-def _record_case(ws: Workspace, case: Case) -> bool:
-    """Append ``case`` unless the ledger already holds it; refuse a different case (the
-    ledger of one workspace belongs to one case, as in ``triage run``)."""
-    old = ws.ledger.state().case
-    if old == case:
-        return False
-    if old is not None and old.model_dump(exclude={"mismatch_step"}) != case.model_dump(
-        exclude={"mismatch_step"}
-    ):
-        raise InputError(
-            f"the ledger {ws.ledger.path} belongs to case {old.name!r}: start the server on "
-            "another workspace for a different case"
-        )
-    ws.ledger.set_case(case)
-    return True
-
-
 def open_case(ws: Workspace, args: OpenCaseIn, progress: Progress) -> CaseOut:
     """Open a case file (triage.toml layout) and record it in the ledger.
 
@@ -86,7 +68,7 @@ def open_case(ws: Workspace, args: OpenCaseIn, progress: Progress) -> CaseOut:
     case = load_case(path)
     assert case is not None
     ws.check_case(case, from_startup_file=path == ws.case_file)
-    recorded = _record_case(ws, case)
+    recorded = ws.ledger.record_case(case)
     ws.adopt(case, from_startup_file=path == ws.case_file)
     return CaseOut(case=case, recorded=recorded, workspace=ws.info())
 
@@ -145,7 +127,7 @@ def create_case(ws: Workspace, args: CreateCaseIn, progress: Progress) -> CaseOu
     raw["case"] = {k: v for k, v in raw["case"].items() if v is not None}
     case = case_from_dict(raw, ws.root, origin="create_case")
     ws.check_case(case)
-    recorded = _record_case(ws, case)
+    recorded = ws.ledger.record_case(case)
     ws.adopt(case)
     return CaseOut(case=case, recorded=recorded, workspace=ws.info())
 
@@ -291,10 +273,6 @@ class HypothesisOut(BaseModel):
 def record_hypothesis(ws: Workspace, args: RecordHypothesisIn, progress: Progress) -> HypothesisOut:
     """Record a hypothesis (status open). It stays a hypothesis until execution evidence
     supports or refutes it."""
-    known = ws.ledger.state().findings
-    missing = [f for f in args.findings if f not in known]
-    if missing:
-        raise InputError(f"unknown finding id(s): {', '.join(missing[:10])}")
     hyp = Hypothesis(
         statement=args.statement,
         category=args.category,
@@ -316,39 +294,14 @@ class UpdateHypothesisIn(In):
     )
 
 
-def _check_status_evidence(
-    st: LedgerState, hyp_id: str, status: HypothesisStatus, ev: list[str]
-) -> None:
-    """supported/refuted need cited execution evidence about this hypothesis saying so."""
-    if status not in (HypothesisStatus.supported, HypothesisStatus.refuted):
-        return
-    by_id = {e.id: e for e in st.evidence}
-    unknown = [e for e in ev if e not in by_id]
-    if unknown:
-        raise InputError(f"unknown evidence id(s): {', '.join(unknown[:10])}")
-    ok = [
-        by_id[e]
-        for e in ev
-        if by_id[e].kind in EXECUTION_KINDS
-        and hyp_id in by_id[e].hypotheses
-        and by_id[e].result.value == status.value
-    ]
-    if not ok:
-        raise InputError(
-            f"marking {hyp_id} {status.value} needs execution evidence (reproducer, trace, byte "
-            f"compare, replay, rerun) about {hyp_id} whose result is {status.value}; cite its id"
-        )
-
-
 def update_hypothesis(ws: Workspace, args: UpdateHypothesisIn, progress: Progress) -> HypothesisOut:
     """Change a hypothesis' status, classification or wording. 'supported' and 'refuted'
     need cited execution evidence about it with that result."""
     changes = args.model_dump(exclude={"id", "evidence"}, exclude_none=True)
     if not changes:
         raise InputError("nothing to update: give status, classification or statement")
-    if args.status is not None:
-        _check_status_evidence(ws.ledger.state(), args.id, args.status, args.evidence)
-    return HypothesisOut(hypothesis=ws.ledger.update_hypothesis(args.id, **changes))
+    hyp = ws.ledger.update_hypothesis(args.id, evidence=args.evidence, **changes)
+    return HypothesisOut(hypothesis=hyp)
 
 
 class RecordVerdictIn(In):

@@ -29,7 +29,10 @@ def test_ledger_fold_keeps_latest_hypothesis_and_all_evidence(tmp_path):
     h = _hyp(ledger)
     ledger.add_evidence(
         Evidence(
-            hypotheses=[h.id], kind=EvidenceKind.static, result=EvidenceResult.observed, summary="s"
+            hypotheses=[h.id],
+            kind=EvidenceKind.reproducer,
+            result=EvidenceResult.refuted,
+            summary="s",
         )
     )
     ledger.update_hypothesis(h.id, status=HypothesisStatus.refuted)
@@ -157,7 +160,16 @@ def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
             summary="other",
         )
     )
+    run = ledger.add_evidence(
+        Evidence(
+            hypotheses=[h.id],
+            kind=EvidenceKind.reproducer,
+            result=EvidenceResult.supported,
+            summary="ran",
+        )
+    )
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
+    # the hypothesis is supported, but this chain does not cite what supports it
     with pytest.raises(LedgerError, match="execution evidence"):
         ledger.set_verdict(
             Verdict(
@@ -167,14 +179,6 @@ def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
                 evidence=[static.id, refuted.id, other.id],
             )
         )
-    run = ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.supported,
-            summary="ran",
-        )
-    )
     ledger.set_verdict(
         Verdict(
             hypothesis=h.id,

@@ -7,7 +7,11 @@ Durability rules:
 - a torn last line (a crash mid-write) is reported with its byte offset and ignored by
   readers; the next writer moves those bytes to ``ledger.jsonl.torn-<offset>`` before it
   appends, so they are kept for inspection and never glued to a new record;
-- a corrupted line anywhere else is a LedgerError naming the line: never a silent skip.
+- a corrupted line anywhere else is a LedgerError naming the line: never a silent skip;
+- a write that obeys a rule (``ledger_rules``: a status needs execution evidence, a verdict
+  needs a supported hypothesis, one case per ledger) folds the state, checks the rule and
+  appends under the same lock, so it never acts on state another writer changed meanwhile
+  and an update of a record never loses a concurrent update of another field.
 Nothing is rewritten in place.
 """
 
@@ -17,13 +21,14 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import ledger_rules as rules
 from .errors import InputError, LedgerError
 from .records import (
     Artifact,
@@ -31,7 +36,6 @@ from .records import (
     Evidence,
     Finding,
     Hypothesis,
-    HypothesisStatus,
     Verdict,
     new_id,
     utcnow,
@@ -39,6 +43,11 @@ from .records import (
 
 SCHEMA_VERSION = 1
 EventKind = Literal["case", "finding", "hypothesis", "evidence", "verdict", "note", "stage"]
+Payload = dict[str, Any] | BaseModel
+
+
+def _payload(data: Payload) -> dict[str, Any]:
+    return data.model_dump(mode="json") if isinstance(data, BaseModel) else data
 
 
 class LedgerEvent(BaseModel):
@@ -156,89 +165,101 @@ class Ledger:
         )
         return (note.model_dump_json() + "\n").encode()
 
-    def append(self, kind: EventKind, data: dict[str, Any] | BaseModel) -> LedgerEvent:
-        payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-        event = LedgerEvent.new(kind, payload)
-        line = (event.model_dump_json() + "\n").encode()
+    def _write(self, fd: int, pending: list[tuple[EventKind, Payload]]) -> list[LedgerEvent]:
+        """Append ``pending`` as whole lines in one write; the caller holds the lock."""
+        events = [LedgerEvent.new(kind, _payload(data)) for kind, data in pending]
+        if not events:
+            return []
+        line = self._quarantine_torn_tail(fd) + b"".join(
+            (e.model_dump_json() + "\n").encode() for e in events
+        )
+        written = os.write(fd, line)
+        if written != len(line):  # pragma: no cover - a full disk
+            raise LedgerError(f"short write to {self.path}: disk full?")
+        os.fsync(fd)
+        return events
+
+    def _transact(
+        self, decide: Callable[[LedgerState], list[tuple[EventKind, Payload]]]
+    ) -> list[LedgerEvent]:
+        """Fold the state, let ``decide`` check it and name what to append, append that: all
+        under one lock, so no other writer can change the state in between."""
         with self._locked() as fd:
-            line = self._quarantine_torn_tail(fd) + line
-            written = os.write(fd, line)
-            if written != len(line):  # pragma: no cover - a full disk
-                raise LedgerError(f"short write to {self.path}: disk full?")
-            os.fsync(fd)
+            return self._write(fd, decide(self.state()))
+
+    def append(self, kind: EventKind, data: Payload) -> LedgerEvent:
+        with self._locked() as fd:
+            (event,) = self._write(fd, [(kind, data)])
         return event
 
-    # Convenience writers: one per record type.
+    # Convenience writers: one per record type. Those that obey a rule check it under the lock.
     def set_case(self, case: Case) -> None:
         self.append("case", case)
+
+    def record_case(self, case: Case) -> bool:
+        """Append ``case`` unless the ledger holds it already; returns whether it did. A
+        different case is refused: one workspace's ledger belongs to one case."""
+
+        def decide(st: LedgerState) -> list[tuple[EventKind, Payload]]:
+            return [("case", case)] if rules.case_is_new(st, case, str(self.path)) else []
+
+        return bool(self._transact(decide))
 
     def add_finding(self, finding: Finding) -> Finding:
         self.append("finding", finding)
         return finding
 
     def put_hypothesis(self, hyp: Hypothesis) -> Hypothesis:
-        self.append("hypothesis", hyp)
+        """Record ``hyp`` as it is; it may rest only on findings the ledger holds."""
+
+        def decide(st: LedgerState) -> list[tuple[EventKind, Payload]]:
+            rules.check_findings(st, hyp)
+            return [("hypothesis", hyp)]
+
+        self._transact(decide)
         return hyp
 
-    def update_hypothesis(self, hyp_id: str, **changes: Any) -> Hypothesis:
-        state = self.state()
-        if hyp_id not in state.hypotheses:
-            raise LedgerError(f"no hypothesis {hyp_id!r} in {self.path}")
-        hyp = state.hypotheses[hyp_id].model_copy(update=changes)
-        Hypothesis.model_validate(hyp.model_dump())
-        self.append("hypothesis", hyp)
-        return hyp
+    def update_hypothesis(
+        self, hyp_id: str, *, evidence: list[str] | None = None, **changes: Any
+    ) -> Hypothesis:
+        """Change fields of the hypothesis as the ledger holds it now (no update is lost).
+
+        A ``supported`` or ``refuted`` status needs execution evidence about it with that
+        result: among ``evidence`` when given, else anywhere in the ledger."""
+        out: list[Hypothesis] = []
+
+        def decide(st: LedgerState) -> list[tuple[EventKind, Payload]]:
+            if hyp_id not in st.hypotheses:
+                raise LedgerError(f"no hypothesis {hyp_id!r} in {self.path}")
+            hyp = Hypothesis.model_validate(
+                {**st.hypotheses[hyp_id].model_dump(), **changes, "id": hyp_id}
+            )
+            if "status" in changes:
+                rules.check_status(st, hyp_id, hyp.status, evidence)
+            out.append(hyp)
+            return [("hypothesis", hyp)]
+
+        self._transact(decide)
+        return out[0]
 
     def add_evidence(self, ev: Evidence) -> Evidence:
         self.append("evidence", ev)
         return ev
 
     def set_verdict(self, verdict: Verdict) -> Verdict:
-        """Record a verdict; refuse one the evidence does not carry.
+        """Record a verdict; refuse one the evidence does not carry (``ledger_rules``)."""
 
-        Anything but ``unknown`` must name a supported hypothesis and cite, in its chain, at
-        least one piece of execution evidence about that hypothesis whose result is
-        ``supported`` (a reproducer, a replay, a rerun under one policy, ...). A static
-        finding, a refuted reproducer or an inconclusive trace never carries a verdict.
-        """
-        state = self.state()
-        from .records import EXECUTION_KINDS
+        def decide(st: LedgerState) -> list[tuple[EventKind, Payload]]:
+            rules.check_verdict(st, verdict)
+            return [("verdict", verdict)]
 
-        chain = [e for e in state.evidence if e.id in set(verdict.evidence)]
-        missing = set(verdict.evidence) - {e.id for e in chain}
-        if missing:
-            raise LedgerError(f"verdict cites unknown evidence: {', '.join(sorted(missing))}")
-        if verdict.hypothesis is not None:
-            hyp = state.hypotheses.get(verdict.hypothesis)
-            if hyp is None:
-                raise LedgerError(f"verdict names unknown hypothesis {verdict.hypothesis!r}")
-            if hyp.status != HypothesisStatus.supported:
-                raise LedgerError(
-                    f"hypothesis {hyp.id} is {hyp.status.value}, not supported: "
-                    "only a supported hypothesis can carry a verdict"
-                )
-        if verdict.classification != "unknown":
-            if verdict.hypothesis is None:
-                raise LedgerError(
-                    f"a '{verdict.classification.value}' verdict must name the supported "
-                    "hypothesis it rests on and cite execution evidence that supports it; "
-                    "without them the honest verdict is 'unknown'"
-                )
-            if not any(
-                e.kind in EXECUTION_KINDS
-                and e.result == "supported"
-                and verdict.hypothesis in e.hypotheses
-                for e in chain
-            ):
-                raise LedgerError(
-                    "a verdict other than 'unknown' needs execution evidence in its chain "
-                    f"(reproducer, replay, byte compare, trace or rerun) that supports {verdict.hypothesis}"
-                )
-        self.append("verdict", verdict)
+        self._transact(decide)
         return verdict
 
     def require_hypotheses(self, ids: list[str]) -> None:
-        """Evidence may only name hypotheses the ledger holds (a typo would cite nothing)."""
+        """Evidence may only name hypotheses the ledger holds (a typo would cite nothing).
+
+        Hypotheses are never removed, so a check passed here stays true at the append."""
         if ids:
             known = self.state().hypotheses
             missing = [h for h in ids if h not in known]
