@@ -9,17 +9,14 @@ that only appends (never removes or rewrites) is not destructive; a tool that ov
 files it owns is destructive but idempotent; ``open_world`` is true only for tools that run
 processes whose effects reach outside the ledger.
 
-Tools whose library functions are built alongside (reproducers, capture, comparison,
-replay) are listed in ``OPTIONAL`` with a check that their functions exist; until then the
-tool is absent from the list, never a stub.
+Every tool's module is imported here, unconditionally: a package that fails to import is
+an error at start-up, never a tool quietly missing from the list.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-
 from . import case_tools as c
+from . import compare_tools as k
 from . import repro_tools as r
 from . import scan_tools as s
 from . import trace_tools as t
@@ -36,7 +33,7 @@ from .spec import (
     ToolSpec,
 )
 
-CORE: tuple[ToolSpec, ...] = (
+TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "open_case", "Open a case file", c.OpenCaseIn, c.CaseOut, APPENDS_IDEMPOTENT, c.open_case
     ),
@@ -85,6 +82,25 @@ CORE: tuple[ToolSpec, ...] = (
         t.CaptureTraceOut,
         RUNS_PROCESS,
         t.capture_trace,
+    ),
+    ToolSpec(
+        "compare_traces", "Compare traces", k.CompareIn, k.CompareOut, APPENDS, k.compare_traces
+    ),
+    ToolSpec(
+        "first_divergence",
+        "Show the first divergence",
+        k.TracePairIn,
+        k.FirstDivergenceOut,
+        READ_ONLY,
+        k.first_divergence,
+    ),
+    ToolSpec(
+        "confirm_bytes",
+        "Compare dumped bytes",
+        k.ConfirmBytesIn,
+        k.ConfirmBytesOut,
+        APPENDS,
+        k.confirm_bytes,
     ),
     ToolSpec(
         "record_hypothesis",
@@ -162,61 +178,8 @@ CORE: tuple[ToolSpec, ...] = (
 )
 
 
-def has(module: str, *names: str) -> Callable[[], bool]:
-    """A check that ``module`` imports and defines ``names`` (without failing if it does not)."""
-
-    def check() -> bool:
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            return False
-        return all(hasattr(mod, n) for n in names)
-
-    return check
-
-
-def _compare_specs() -> list[ToolSpec]:
-    from . import compare_tools as k
-
-    return [
-        ToolSpec(
-            "compare_traces", "Compare traces", k.CompareIn, k.CompareOut, APPENDS, k.compare_traces
-        ),
-        ToolSpec(
-            "first_divergence",
-            "Show the first divergence",
-            k.TracePairIn,
-            k.FirstDivergenceOut,
-            READ_ONLY,
-            k.first_divergence,
-        ),
-        ToolSpec(
-            "confirm_bytes",
-            "Compare dumped bytes",
-            k.ConfirmBytesIn,
-            k.ConfirmBytesOut,
-            APPENDS,
-            k.confirm_bytes,
-        ),
-    ]
-
-
-# (is the library function there?, the specs once it is). Factories, so that a module not
-# yet installed is never imported.
-OPTIONAL: tuple[tuple[Callable[[], bool], Callable[[], list[ToolSpec]]], ...] = (
-    (
-        has("triage_agent.compare", "compare_runs", "load_run", "to_markdown", "confirm_bytes"),
-        _compare_specs,
-    ),
-)
-
-
-def _optional() -> list[ToolSpec]:
-    return [spec for ready, make in OPTIONAL if ready() for spec in make()]
-
-
 def available_tools() -> list[ToolSpec]:
-    specs = [*CORE, *_optional()]
+    specs = list(TOOLS)
     names = [t.name for t in specs]
     if len(names) != len(set(names)):  # pragma: no cover - a programming error
         raise RuntimeError(f"duplicate tool names in the registry: {names}")

@@ -386,3 +386,22 @@ def test_mcp_resources_missing_are_clear_errors(tmp_path):
     assert report and "no report written yet" in report
     assert case and "no case is open" in case
     assert str(ws.root) in info
+
+
+def test_mcp_registry_a_package_that_fails_to_import_is_an_error_not_a_missing_tool():
+    """A broken library package must stop the server at start-up, not drop its tools."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['triage_agent.compare'] = None  # any import of it raises ImportError\n"
+        "from mcp_server.tools import available_tools\n"
+        "print(sorted(s.name for s in available_tools()))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0, f"tools listed without their package: {proc.stdout}"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "Error" in last and "triage_agent.compare" in last, proc.stderr
+    names = {s.name for s in available_tools()}
+    assert {"compare_traces", "first_divergence", "confirm_bytes"} <= names
