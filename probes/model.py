@@ -11,24 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# the one category enum lives on the ground floor, shared with findings and hypotheses
+from triage_agent.records import Category as Category
 
 if TYPE_CHECKING:
     from tree_sitter import Node
 
     from .engine import Unit
-
-
-class Category(StrEnum):
-    optimizer_init = "optimizer-init"
-    casts = "casts"
-    accumulation = "accumulation"
-    collectives = "collectives"
-    rng_state = "rng-state"
-    nondeterminism = "nondeterminism"
 
 
 Severity = Literal["low", "medium", "high"]

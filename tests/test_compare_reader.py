@@ -9,9 +9,10 @@ import pytest
 from test_compare_support import chain, write_trace
 
 from triage_agent.compare import compare_runs, load_run
+from triage_agent.compare.decode import fast_event
 from triage_agent.compare.errors import MalformedTraceError, SchemaVersionError
 from triage_agent.compare.model import ev_from_model
-from triage_agent.compare.reader import _fast_event, read_rank_file
+from triage_agent.compare.reader import read_rank_file
 from triage_agent.trace_format import TraceEvent
 
 
@@ -95,7 +96,7 @@ def test_reader_rejects_what_pydantic_rejects_with_file_and_line(tmp_path, patch
     bad = {**good, **patch}
     with pytest.raises(Exception):  # noqa: B017 - the model must reject it too
         TraceEvent.model_validate(bad)
-    assert not _fast_event(bad)
+    assert not fast_event(bad)
     path = write_trace(tmp_path / "r", events)
     lines = path.read_text().splitlines()
     lines[3] = json.dumps(bad)

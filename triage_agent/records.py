@@ -2,6 +2,9 @@
 
 Case, RunSpec, Finding, Hypothesis, Evidence, Provenance and Verdict are written to
 `.triage/ledger.jsonl` as events and read back by folding those events (see ledger.py).
+
+With ``errors`` and ``paths`` this is the bottom layer: it imports nothing of the project,
+so ``probes`` and ``reproducers`` can rest on it alone.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 def new_id(prefix: str) -> str:
@@ -24,6 +27,17 @@ def utcnow() -> str:
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Category(StrEnum):
+    """What a probe looks for, and so what its findings and their hypotheses are about."""
+
+    optimizer_init = "optimizer-init"
+    casts = "casts"
+    accumulation = "accumulation"
+    collectives = "collectives"
+    rng_state = "rng-state"
+    nondeterminism = "nondeterminism"
 
 
 class HypothesisStatus(StrEnum):
@@ -123,7 +137,7 @@ class ReproducerSpec(Record):
 class Finding(Record):
     id: str = Field(default_factory=lambda: new_id("F"))
     probe_id: str
-    category: str
+    category: Category
     file: str
     line_start: int
     line_end: int
@@ -138,13 +152,23 @@ class Finding(Record):
 class Hypothesis(Record):
     id: str = Field(default_factory=lambda: new_id("H"))
     statement: str
-    category: str
+    category: Category | str = Field(
+        description="a probe category, or a kind no probe covers (a changed source file, an "
+        "origin of unknown kind, an environment difference) named as a word"
+    )
     rationale: str = Field(default="", description="why this would change the bits")
     findings: list[str] = Field(default_factory=list)
     status: HypothesisStatus = HypothesisStatus.open
     classification: Classification = Classification.unknown
     reproducer: ReproducerSpec | None = None
     created: str = Field(default_factory=utcnow)
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _known_category(cls, v: Any) -> Any:
+        # a plain string naming a probe category becomes the enum member; any other word is
+        # kept as given (old ledgers and assistants name their own)
+        return Category(v) if isinstance(v, str) and v in Category._value2member_map_ else v
 
 
 class Provenance(Record):

@@ -13,7 +13,6 @@ hash is 64 bits, the same width as the tensor digests themselves.
 from __future__ import annotations
 
 import json
-import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -136,65 +135,6 @@ class MemoryRankStream(RankStream):
 
     def event(self, i: int) -> Ev:
         return self._events[i]
-
-
-class FileRankStream(RankStream):
-    """A native trace file, hashed line by line; events are decoded on demand."""
-
-    def __init__(
-        self,
-        rank: int,
-        source: Path,
-        header: dict[str, Any],
-        hashes: Any,
-        offsets: Any,
-        lines: Any,
-        truncated_at: int | None,
-        clean_end: bool,
-        buf: Any,
-    ):
-        self.rank = rank
-        self.source = source
-        self.header = header
-        self._buf = buf
-        self._hashes = hashes
-        self._offsets = offsets
-        self._lines = lines
-        self.truncated_at = truncated_at
-        self.clean_end = clean_end
-
-    def __len__(self) -> int:
-        return len(self._hashes)
-
-    def hashes(self) -> Any:
-        """Body hashes in event order (a list, or an int64 array from the fast scan)."""
-        return self._hashes
-
-    def __getstate__(self) -> dict[str, Any]:
-        # a mapped file does not pickle: it is mapped again on the other side
-        state = dict(self.__dict__)
-        if isinstance(self._buf, mmap.mmap):
-            state["_buf"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if self._buf is None:
-            with open(self.source, "rb") as fh:
-                self._buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            index = getattr(self._offsets, "index", None)
-            if index is not None:
-                index.set_buffer(self._buf)
-
-    def raw_line(self, i: int) -> bytes:
-        off = self._offsets[i]
-        end = self._buf.find(b"\n", off)
-        return self._buf[off : end if end >= 0 else len(self._buf)]
-
-    def event(self, i: int) -> Ev:
-        from .reader import decode_event_line
-
-        return decode_event_line(self.raw_line(i), i, int(self._lines[i]), self.source)
 
 
 @dataclass

@@ -32,103 +32,77 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..trace_format import TRACE_SCHEMA_VERSION, TraceEvent, TraceHeader
+from ..trace_format import TRACE_SCHEMA_VERSION, TraceHeader
+from .decode import EVENT_PREFIXES, decode_event_line, decode_event_obj
 from .errors import MalformedTraceError, SchemaVersionError
 from .model import (
     Ev,
-    FileRankStream,
     MemoryRankStream,
     RankStream,
     TraceRun,
-    digest_sig,
-    ev_from_model,
     parse_json_line,
     validation_message,
 )
 from .scan import EventOffsets, LineIndex, RankScan, scan_events
 
-_EVENT_PREFIXES = (b'{"type": "event", ', b'{"type":"event",')
-_EVENT_KEYS = frozenset(TraceEvent.model_fields)
-_DIGEST_KEYS = frozenset({"shape", "dtype", "numel", "digest", "order"})
-_KINDS = frozenset({"op", "module", "collective", "optimizer", "metric"})
-_PHASES = frozenset({"forward", "backward", "optimizer", "other"})
 RANK_FILE_RE = re.compile(r"^trace_rank(\d+)\.jsonl(\.gz)?$")
 
 
-def _fast_digest(d: Any) -> bool:
-    if d is None:
-        return True
-    if type(d) is not dict or not d.keys() <= _DIGEST_KEYS:
-        return False
-    shape = d.get("shape")
-    order = d.get("order")
-    return (
-        type(shape) is list
-        and all(type(s) is int for s in shape)
-        and type(d.get("dtype")) is str
-        and type(d.get("numel")) is int
-        and type(d.get("digest")) is str
-        and (order is None or type(order) is str)
-    )
+class FileRankStream(RankStream):
+    """A native trace file, hashed line by line; events are decoded on demand."""
 
+    def __init__(
+        self,
+        rank: int,
+        source: Path,
+        header: dict[str, Any],
+        hashes: Any,
+        offsets: Any,
+        lines: Any,
+        truncated_at: int | None,
+        clean_end: bool,
+        buf: Any,
+    ):
+        self.rank = rank
+        self.source = source
+        self.header = header
+        self._buf = buf
+        self._hashes = hashes
+        self._offsets = offsets
+        self._lines = lines
+        self.truncated_at = truncated_at
+        self.clean_end = clean_end
 
-def _fast_event(o: Any) -> bool:
-    """True only for records the pydantic model accepts unchanged (tested against it)."""
-    if type(o) is not dict or not o.keys() <= _EVENT_KEYS or o.get("type", "event") != "event":
-        return False
-    ins, outs = o.get("inputs", []), o.get("outputs", [])
-    caller, dump = o.get("caller"), o.get("dump")
-    return (
-        type(o.get("seq")) is int
-        and type(o.get("step")) is int
-        and o.get("kind") in _KINDS
-        and type(o.get("name")) is str
-        and type(o.get("scope", "")) is str
-        and type(o.get("call", 0)) is int
-        and o.get("phase", "other") in _PHASES
-        and (caller is None or type(caller) is str)
-        and (dump is None or type(dump) is str)
-        and type(o.get("meta", {})) is dict
-        and type(ins) is list
-        and type(outs) is list
-        and all(_fast_digest(d) for d in ins)
-        and all(_fast_digest(d) for d in outs)
-    )
+    def __len__(self) -> int:
+        return len(self._hashes)
 
+    def hashes(self) -> Any:
+        """Body hashes in event order (a list, or an int64 array from the fast scan)."""
+        return self._hashes
 
-def decode_event_obj(o: Any, index: int, line: int, source: Path) -> Ev:
-    """Decode one parsed event record, validating it exactly as ``TraceEvent`` would."""
-    if _fast_event(o):
-        meta = o.get("meta", {})
-        after = meta.get("inputs_after")
-        return Ev(
-            index=index,
-            seq=o["seq"],
-            step=o["step"],
-            kind=o["kind"],
-            name=o["name"],
-            scope=o.get("scope", ""),
-            call=o.get("call", 0),
-            phase=o.get("phase", "other"),
-            caller=o.get("caller"),
-            inputs=tuple(digest_sig(d) for d in o.get("inputs", [])),
-            outputs=tuple(digest_sig(d) for d in o.get("outputs", [])),
-            dump=o.get("dump"),
-            meta=meta,
-            line=line,
-            inputs_after=tuple(digest_sig(d) for d in after) if isinstance(after, list) else None,
-        )
-    try:
-        model = TraceEvent.model_validate(o)
-    except ValidationError as exc:
-        raise MalformedTraceError(
-            f"{source}:{line}: invalid trace event at {validation_message(exc)}"
-        ) from None
-    return ev_from_model(model, index, line)
+    def __getstate__(self) -> dict[str, Any]:
+        # a mapped file does not pickle: it is mapped again on the other side
+        state = dict(self.__dict__)
+        if isinstance(self._buf, mmap.mmap):
+            state["_buf"] = None
+        return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._buf is None:
+            with open(self.source, "rb") as fh:
+                self._buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            index = getattr(self._offsets, "index", None)
+            if index is not None:
+                index.set_buffer(self._buf)
 
-def decode_event_line(raw: bytes, index: int, line: int, source: Path) -> Ev:
-    return decode_event_obj(parse_json_line(raw, source, line), index, line, source)
+    def raw_line(self, i: int) -> bytes:
+        off = self._offsets[i]
+        end = self._buf.find(b"\n", off)
+        return self._buf[off : end if end >= 0 else len(self._buf)]
+
+    def event(self, i: int) -> Ev:
+        return decode_event_line(self.raw_line(i), i, int(self._lines[i]), self.source)
 
 
 def _open_lines(path: Path) -> tuple[Any, bytes | mmap.mmap]:
@@ -207,7 +181,7 @@ def _read_lines(path: Path, it: Any, buf: bytes | mmap.mmap, strict: bool):
                     "compared up to the line before it"
                 )
                 break
-        if raw.startswith(_EVENT_PREFIXES):
+        if raw.startswith(EVENT_PREFIXES):
             decoded.append(decode_event_line(raw, len(decoded), ln, path))
         elif not raw.strip():
             raise MalformedTraceError(f"{path}:{ln}: empty line inside a trace")

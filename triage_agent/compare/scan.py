@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from .decode import EVENT_PREFIXES, decode_event_line, decode_event_obj
 from .errors import MalformedTraceError
 from .model import body_hash, parse_json_line
 
 BLOCK = 1 << 24
-EVENT_PREFIXES = (b'{"type": "event", ', b'{"type":"event",')
 # One match per line (re.M): group 1 is the hashed span of a canonical event line, empty
 # for every other line.
 _LINE = re.compile(
@@ -105,8 +105,6 @@ def odd_line(raw: bytes, ln: int, path: Path, index: int) -> tuple[int | None, s
 
     Returns (body hash, "event") for an event, (None, record type) otherwise; raises
     MalformedTraceError for what may not stand in a trace."""
-    from .reader import decode_event_line, decode_event_obj
-
     if raw.startswith(EVENT_PREFIXES):
         i = raw.find(b'"step"', 16, 64)
         j = raw.rfind(b'"dump"')
