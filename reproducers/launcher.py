@@ -8,11 +8,10 @@ Safety rules, each enforced here:
 - the environment is built explicitly from ``EnvPolicy`` (a short inherit list plus
   explicit settings; deterministic variables are a policy knob), never the caller's whole
   environment;
-- the child runs in its own session; on timeout the whole process group gets SIGTERM, then
-  SIGKILL, so spawned ranks die with it;
-- what dead jobs left that would hang this one (a JIT build lock no process holds, DeepSpeed
-  shm buffers no process maps) is removed before and after, and named in the evidence;
-- stdout and stderr go to files in a per-launch directory, each capped in size;
+- it runs through :func:`triage_agent.process.run_process`: its own session, every process
+  it started ended (SIGTERM, then SIGKILL) on timeout and after it exits, dead build locks
+  and shm buffers removed before and after and named in the evidence, stdout and stderr in
+  files of a per-launch directory, each capped in size;
 - the result line is parsed and validated (``ReproducerOutput``); a crash, a hang, garbage,
   no output, two different results or a template mismatch is ``result=error`` with the
   reason, never a false ``supported``.
@@ -23,30 +22,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from triage_agent.errors import InputError
-from triage_agent.jit_ops import clear_stale_locks, lock_notes
 from triage_agent.ledger import Ledger, sha256_file
 from triage_agent.paths import contained
+from triage_agent.process import DEFAULT_OUTPUT_CAP, ProcessResult, run_process
 from triage_agent.provenance import capture
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 from triage_agent.runs import free_port
-from triage_agent.shm_buffers import buffer_note, clear_dead_buffers
 
 from .generator import REPRO_SUBDIR, GeneratedReproducer, recorded
 from .params import OUTPUT_SCHEMA, ReproducerOutput, template_info
 
 Launcher = Literal["python", "torchrun", "deepspeed"]
-DEFAULT_OUTPUT_CAP = 4 << 20
 
 DEFAULT_INHERIT = (
     "PATH",
@@ -98,50 +92,8 @@ class EnvPolicy(BaseModel):
         return env
 
 
-class LaunchOutcome(BaseModel):
-    """What the process did, before interpretation."""
-
-    argv: list[str]
-    returncode: int | None
-    timed_out: bool
-    duration_s: float
-    stdout_path: str
-    stderr_path: str
-    stdout_truncated: bool
-    stderr_truncated: bool
-    notes: list[str] = []
-
-
-def _pump(stream: BinaryIO, path: Path, cap: int, truncated: list[bool]) -> None:
-    """Copy a pipe to a file, keeping the first ``cap`` bytes and draining the rest."""
-    written = 0
-    with open(path, "wb") as f:
-        for chunk in iter(lambda: stream.read(65536), b""):
-            if written < cap:
-                keep = chunk[: cap - written]
-                f.write(keep)
-                written += len(keep)
-                if len(keep) < len(chunk):
-                    truncated[0] = True
-            else:
-                truncated[0] = True
-    stream.close()
-
-
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(grace_s)
-            # The leader is gone; its children may not be: SIGKILL the group regardless.
-            if sig == signal.SIGTERM:
-                continue
-            return
-        except subprocess.TimeoutExpired:
-            continue
+# What the process did, before interpretation: the runner's own record.
+LaunchOutcome = ProcessResult
 
 
 def run_argv(
@@ -151,62 +103,15 @@ def run_argv(
     timeout_s: float,
     output_cap: int = DEFAULT_OUTPUT_CAP,
 ) -> LaunchOutcome:
-    """Run ``argv`` (a list, no shell) in its own process group with a hard timeout."""
-    if not argv or not all(isinstance(a, str) for a in argv):
-        raise InputError("argv must be a non-empty list of strings")
-    out_p, err_p = cwd / "stdout.txt", cwd / "stderr.txt"
-    # A dead build lock, or a dead job's shm buffer on a reused port, would hang the program.
-    notes = lock_notes(clear_stale_locks()) + buffer_note(*clear_dead_buffers())
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
+    """Run ``argv`` in ``cwd`` (its stdout.txt and stderr.txt go there) through the runner."""
+    return run_process(
         argv,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        shell=False,
-    )
-    trunc_out, trunc_err = [False], [False]
-    pumps = [
-        threading.Thread(
-            target=_pump, args=(proc.stdout, out_p, output_cap, trunc_out), daemon=True
-        ),
-        threading.Thread(
-            target=_pump, args=(proc.stderr, err_p, output_cap, trunc_err), daemon=True
-        ),
-    ]
-    for t in pumps:
-        t.start()
-    timed_out = False
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    except BaseException:
-        _kill_group(proc)  # Ctrl-C: leave no rank of the reproducer running
-        clear_stale_locks()
-        clear_dead_buffers()
-        raise
-    # Ranks spawned by the program may outlive it: always clear the whole group.
-    _kill_group(proc)
-    if timed_out:
-        # killed mid-way through a first JIT build, it leaves a lock every later run waits on
-        notes += lock_notes(clear_stale_locks())
-    notes += buffer_note(*clear_dead_buffers())  # DeepSpeed never unlinks its own
-    for t in pumps:
-        t.join(10)
-    return LaunchOutcome(
-        argv=argv,
-        returncode=proc.returncode,
-        timed_out=timed_out,
-        duration_s=round(time.monotonic() - t0, 3),
-        stdout_path=str(out_p),
-        stderr_path=str(err_p),
-        stdout_truncated=trunc_out[0],
-        stderr_truncated=trunc_err[0],
-        notes=notes,
+        timeout_s=timeout_s,
+        stdout_path=cwd / "stdout.txt",
+        stderr_path=cwd / "stderr.txt",
+        output_cap=output_cap,
     )
 
 

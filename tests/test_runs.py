@@ -283,3 +283,21 @@ def test_step_restart_across_commands_is_detected(tmp_path):
     restarted = [seg(2, [0, 1, 2]), seg(3, [0, 1])]
     msg = step_restart(restarted)
     assert msg and "STEP NUMBERS RESTART" in msg and "command 2 begins at step 0" in msg
+
+
+def test_materialize_returns_only_after_a_stray_rank_stopped_writing_under_out(tmp_path):
+    # the leader exits 0 at once; the "rank" it started keeps appending to a file in {out}
+    rank = "import sys, time\nfor _ in range(3000):\n    open(sys.argv[1], 'a').write('x'); time.sleep(0.02)"
+    leader = (
+        "import subprocess, sys, time; from pathlib import Path; o = Path(sys.argv[1])\n"
+        f"subprocess.Popen([sys.executable, '-c', {rank!r}, str(o / 'rank.log')])\n"
+        "(o / 'm.txt').write_text('m')\n"
+        "while not (o / 'rank.log').exists(): time.sleep(0.01)"
+    )
+    out = materialize(_run(tmp_path, ["{python}", "-c", leader, "{out}"]), tmp_path / "ws", "b")
+    assert out.ok, out.error
+    log = Path(out.out_dir) / "rank.log"
+    size = log.stat().st_size
+    time.sleep(0.3)
+    assert log.stat().st_size == size, "a rank still writes the run's outputs after it returned"
+    assert any("outlived its leader" in w for w in out.warnings)

@@ -3,7 +3,8 @@
 Every relaunch - the untraced baseline, a traced window, a policy rerun, the demo's runs -
 goes through :func:`materialize`, which runs the run's launch commands in order, each
 through the capture injector (level "none" when nothing is traced, so policies still
-apply), with a timeout that ends the command's whole process group. ``{out}`` in an
+apply), through the one process runner (:mod:`triage_agent.process`): a timeout, and every
+process of the command ended before its outputs are read, also after a normal exit. ``{out}`` in an
 argument is replaced by the relaunch's own output directory, so no relaunch overwrites
 another's files. A run made of several commands (train, save, resume in a fresh process)
 is traced per command and its per-rank trace files are joined into one stream per rank.

@@ -1,8 +1,9 @@
 """Run an unmodified training command with the tracer injected into every process.
 
 ``capture_command`` checks the out dir, writes the config file, prepends the injection
-directory to ``PYTHONPATH``, runs the command (argv list, own process group, timeout),
-and then reads back what the ranks wrote: trace files with their sha256, steps seen and
+directory to ``PYTHONPATH``, runs the command through :func:`triage_agent.process.run_process`
+(argv list, own process group, timeout; every process of the command has ended before
+anything is read), and then reads back what the ranks wrote: trace files with their sha256, steps seen and
 traced, and a warning when the step window never occurred. The command's exit code is
 passed through; a failed or killed command keeps its partial trace (every completed step).
 """
@@ -12,16 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
-from ..jit_ops import clear_stale_locks, lock_notes
-from ..shm_buffers import buffer_note, clear_dead_buffers
+from ..process import ProcessResult, run_process
 from ..trace_format import TRACE_GLOB
 from .config import CONFIG_ENV, CaptureConfig
 from .inject import INJECT_DIR
@@ -56,6 +53,9 @@ class CaptureResult(BaseModel):
     stderr_log: str | None = None
     housekeeping: list[str] = Field(
         default_factory=list, description="what dead jobs left that was removed around the run"
+    )
+    process: ProcessResult | None = Field(
+        default=None, description="what ran: program, cwd, environment digest, host, pid, start"
     )
 
 
@@ -172,65 +172,33 @@ def capture_command(
     run_env[CONFIG_ENV] = str(cfg_path)
     logs = Path(log_dir) if log_dir is not None else out
     logs.mkdir(parents=True, exist_ok=True)
-    so, se = logs / "command.stdout.log", logs / "command.stderr.log"
-    # A dead build lock, or a dead job's shm buffer on a reused port, would hang the command.
-    lock_warnings = lock_notes(clear_stale_locks())
-    housekeeping = buffer_note(*clear_dead_buffers())
-    t0 = time.monotonic()
-    timed_out = False
-    with open(so, "wb") as fo, open(se, "wb") as fe:
-        try:
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=run_env, stdout=fo, stderr=fe, start_new_session=True
-            )
-        except OSError as exc:
-            raise InputError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-        try:
-            code: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            code = None
-        except BaseException:
-            # Ctrl-C (or any error here): never leave the command's ranks running behind us.
-            _kill_group(proc)
-            clear_stale_locks()
-            clear_dead_buffers()
-            raise
-    if timed_out:
-        # killed mid-way through a first JIT build, it leaves a lock every later run waits on
-        lock_warnings += lock_notes(clear_stale_locks())
-    housekeeping += buffer_note(*clear_dead_buffers())  # DeepSpeed never unlinks its own
+    res = run_process(
+        list(argv),
+        cwd=cwd if cwd is not None else os.getcwd(),
+        env=run_env,
+        timeout_s=timeout_s,
+        stdout_path=logs / "command.stdout.log",
+        stderr_path=logs / "command.stderr.log",
+    )
     files, seen, traced, warnings = collect(config)
-    warnings += lock_warnings
-    if timed_out:
+    warnings += res.warnings
+    if res.timed_out:
         warnings.insert(0, f"the command ran past {timeout_s}s and was killed; partial trace kept")
-    elif code:
-        warnings.insert(0, f"the command exited with code {code}; partial trace kept")
+    elif res.returncode:
+        warnings.insert(0, f"the command exited with code {res.returncode}; partial trace kept")
     return CaptureResult(
         argv=list(argv),
-        exit_code=code,
-        timed_out=timed_out,
-        duration_s=round(time.monotonic() - t0, 3),
+        exit_code=res.returncode,
+        timed_out=res.timed_out,
+        duration_s=res.duration_s,
         out_dir=str(out),
         config_path=str(cfg_path),
         files=files,
         steps_seen=seen,
         steps_traced=traced,
         warnings=warnings,
-        stdout_log=str(so),
-        stderr_log=str(se),
-        housekeeping=housekeeping,
+        stdout_log=res.stdout_path,
+        stderr_log=res.stderr_path,
+        housekeeping=res.housekeeping,
+        process=res,
     )
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    # the command runs in its own session: its process group holds every rank it started
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        proc.wait()
