@@ -44,7 +44,7 @@ from ..trace_format import TraceHeader
 from . import collectives as coll
 from .attribution import ScopeIndex
 from .config import CaptureConfig
-from .digest import DigestMode, Staged, _dtype_info, stage
+from .digest import DigestMode, Staged, stage
 from .sink import PendingEvent, TraceSink
 
 _SKIP_CALLER = (
@@ -173,8 +173,8 @@ class Tracer:
         self._calls: dict[tuple[str, str], int] = {}
         self._events: list[PendingEvent] = []
         self._opt_inputs: dict[int, dict] = {}
-        self._cache: dict[tuple, tuple[weakref.ref, Staged]] = {}
-        self._uninit: set[tuple | None] = set()
+        # (address, version) of an empty* output -> (the tensor, the digest of its bytes then)
+        self._uninit: dict[tuple, tuple[weakref.ref, Staged]] = {}
         self._stack: list[tuple[str, list[Staged | None]]] = []
         self._bwd_scope = ""
         self._handles: list[Any] = []
@@ -300,7 +300,6 @@ class Tracer:
                 self._suspended -= 1
         self._events = []
         self._calls.clear()
-        self._cache.clear()
         self._uninit.clear()
         self.cur_step = None
 
@@ -339,53 +338,68 @@ class Tracer:
             self._digest_modes[name] = mode
         return mode
 
-    def _stage(self, t: torch.Tensor, mode: DigestMode, fresh: bool = False) -> Staged | None:
-        """Stage ``t``'s digest; reuse a digest of the same unchanged tensor unless ``fresh``.
+    def _stage(self, t: torch.Tensor, mode: DigestMode) -> Staged | None:
+        """Stage ``t``'s digest now: nothing is reused from an earlier event.
 
-        ``fresh`` is for outputs of mutating ops: the version counter of an in-place op's
-        tensor is bumped only after the dispatch mode returns, so the cache key would still
-        match the digest taken before the op.
+        A digest taken at an earlier event could be stale whatever the version counter
+        says: ``t.data`` is an alias with a counter of its own, and kernels outside the
+        dispatcher (C++ extensions such as DeepSpeedCPUAdam, multi_tensor_apply, numpy
+        views) bump none. Only the tensors of one event share digests (see
+        :meth:`_stage_all`).
 
-        The dedup key is (address of the first element, shape, stride, dtype, device,
-        version, mode): the address is the storage's plus the offset, so with the dtype it
-        names the same bytes the (storage, offset) pair does. A hit also needs the tensor
-        it was taken from to be alive, so memory freed and reused is never a hit.
+        Memory an ``empty*`` op returned is recorded as uninitialised while its bytes are
+        still the ones it was allocated with: the digest of the whole allocation is taken
+        again and compared with the one taken at allocation when the step is read back, so
+        a write nobody saw (an alias of another address, a kernel outside the dispatcher)
+        makes it an ordinary digest.
         """
-        try:
-            ptr = t.data_ptr()
-            version = t._version
-        except (RuntimeError, NotImplementedError):  # inference tensors, no storage
-            ptr = None
-        if not ptr:  # no storage, or one with no address (a wrapper subclass): never cached
-            s = stage(t, mode)
-            self.digests_staged += 1
-            return s
-        if self._uninit and (ptr, version) in self._uninit:
-            name, _ = _dtype_info(t.dtype)
-            return Staged(t.shape, name, t.numel(), None, None, uninitialized=True)
-        key = (ptr, t.shape, t.stride(), t.dtype, t.device, version, mode)
-        cache = self._cache
-        if not fresh:
-            hit = cache.get(key)
-            if hit is not None and hit[0]() is not None:
-                return hit[1]
+        if self._uninit:
+            key = self._uninit_key(t)
+            entry = self._uninit.get(key) if key is not None else None
+            if entry is not None:
+                alloc = entry[0]()
+                if alloc is None:  # freed: this memory is someone else's now
+                    del self._uninit[key]
+                else:
+                    s = stage(t, mode)
+                    same = (
+                        alloc is t
+                        or alloc.dtype == t.dtype
+                        and alloc.shape == t.shape
+                        and alloc.stride() == t.stride()
+                    )
+                    now = s if same else stage(alloc, mode)
+                    self.digests_staged += 1 if same else 2
+                    if s is not None and now is not None:
+                        s.pristine = (entry[1], now)
+                    return s
         s = stage(t, mode)
         self.digests_staged += 1
-        if s is not None:
-            cache[key] = (weakref.ref(t), s)
         return s
+
+    def _allocated(self, t: torch.Tensor, mode: DigestMode) -> Staged | None:
+        """The output of an ``empty*`` op: recorded as uninitialised, its bytes remembered."""
+        key = self._uninit_key(t)
+        s = stage(t, mode)
+        self.digests_staged += 1
+        if key is None or s is None or s.numel == 0:
+            return s
+        self._uninit[key] = (weakref.ref(t), s)
+        return Staged(t.shape, s.dtype, s.numel, None, None, uninitialized=True)
 
     @staticmethod
     def _uninit_key(t: torch.Tensor) -> tuple | None:
-        """(address, version) of memory no op has written yet; see :meth:`_stage`."""
+        """(address, version) of memory an ``empty*`` op returned; see :meth:`_stage`."""
         try:
-            return (t.data_ptr(), t._version)
-        except (RuntimeError, NotImplementedError):
+            ptr = t.data_ptr()
+            return (ptr, t._version) if ptr else None
+        except (RuntimeError, NotImplementedError):  # inference tensors, no storage
             return None
 
     def _stage_all(
-        self, ts: list[torch.Tensor], mode: DigestMode, fresh: bool = False
+        self, ts: list[torch.Tensor], mode: DigestMode, allocated: bool = False
     ) -> list[Staged | None]:
+        """Digests of one event's tensors; ``allocated`` for the outputs of an ``empty*`` op."""
         if not ts:
             return []
         self._suspended += 1
@@ -399,7 +413,26 @@ class Tracer:
             if n and torch._C._get_dispatch_stack_at(n - 1) is mode_obj:
                 popped = torch._C._pop_torch_dispatch_stack(None)
         try:
-            return [self._stage(t, mode, fresh) for t in ts]
+            if allocated:
+                return [self._allocated(t, mode) for t in ts]
+            if len(ts) == 1:
+                return [self._stage(ts[0], mode)]
+            # One event's tensors are read at one moment: the same bytes twice (mm(x, x), a
+            # weight tied to another) are hashed once.
+            out: list[Staged | None] = []
+            seen: dict[tuple, Staged | None] = {}
+            for t in ts:
+                try:
+                    key = (t.data_ptr(), t.shape, t.stride(), t.dtype)
+                except (RuntimeError, NotImplementedError):
+                    key = None
+                if key is None or not key[0]:
+                    out.append(self._stage(t, mode))
+                    continue
+                if key not in seen:
+                    seen[key] = self._stage(t, mode)
+                out.append(seen[key])
+            return out
         finally:
             if popped is not None:
                 torch._C._push_on_torch_dispatch_stack(popped)
@@ -524,16 +557,11 @@ class Tracer:
         mutable = info.mutable
         if mutable and self._uninit:
             for t in ins:  # written by this op: no longer uninitialised
-                self._uninit.discard(self._uninit_key(t))
+                self._uninit.pop(self._uninit_key(t), None)
         out = func(*args, **kwargs)
         ev = self._new_event("op", name, scope, phase, staged_in)
         outs = _tensors(out)
-        if info.allocates:
-            for t in outs:
-                k = self._uninit_key(t)
-                if k is not None:
-                    self._uninit.add(k)
-        ev.outputs = self._stage_all(outs, mode, fresh=mutable)
+        ev.outputs = self._stage_all(outs, mode, allocated=info.allocates)
         if rng is not None:
             # A random op's hidden input: the generator state it drew from.
             ev.meta["rng"] = rng

@@ -164,12 +164,15 @@ class Staged:
     xor_value: int | None = None
     order_value: int | None = None
     uninitialized: bool = False
+    # (digest of the allocation when an empty* op returned it, its digest now): equal after
+    # readback means nothing has written the memory yet, so this record is UNINITIALIZED
+    pristine: tuple[Staged, Staged] | None = None
 
     def record(self) -> dict[str, object]:
         shape = list(self.shape)
         if self.numel == 0:
             return {"shape": shape, "dtype": self.dtype, "numel": 0, "digest": EMPTY}
-        if self.uninitialized:
+        if self.uninitialized or self.pristine is not None and _unwritten(*self.pristine):
             return {
                 "shape": shape,
                 "dtype": self.dtype,
@@ -181,6 +184,10 @@ class Staged:
         if self.order_value is not None:
             rec["order"] = _hex(self.order_value)
         return rec
+
+
+def _unwritten(then: Staged, now: Staged) -> bool:
+    return (then.xor_value, then.order_value) == (now.xor_value, now.order_value)
 
 
 def _hex(v: int) -> str:
@@ -233,13 +240,13 @@ def stage(t: torch.Tensor, mode: DigestMode = "xor") -> Staged | None:
 def readback(staged: Iterable[Staged | None]) -> None:
     """Resolve every pending digest: one stacked device-to-host copy per device and dtype.
 
-    A digest reused by several events (the dedup cache hands out the same ``Staged``) is
-    read once. Values are 0-d int64 or uint64 (``hash_tensor``'s own type) tensors; both
-    are read as 64-bit patterns.
+    A digest shared by several tensors of one event is read once; so are the allocation
+    digests a ``pristine`` check compares. Values are 0-d int64 or uint64 (``hash_tensor``'s
+    own type) tensors; both are read as 64-bit patterns.
     """
     groups: dict[tuple[torch.device, torch.dtype], list[tuple[Staged, str, torch.Tensor]]] = {}
     seen: set[int] = set()
-    for s in staged:
+    for s in _with_checks(staged):
         if s is None or s.numel == 0 or id(s) in seen:
             continue
         seen.add(id(s))
@@ -252,6 +259,13 @@ def readback(staged: Iterable[Staged | None]) -> None:
         for (s, attr, _), value in zip(items, values, strict=True):
             setattr(s, attr + "_value", value)
             setattr(s, attr, None)
+
+
+def _with_checks(staged: Iterable[Staged | None]) -> Iterable[Staged | None]:
+    for s in staged:
+        yield s
+        if s is not None and s.pristine is not None:
+            yield from s.pristine
 
 
 def digest_now(t: torch.Tensor, mode: DigestMode = "both") -> dict[str, object] | None:
