@@ -184,6 +184,7 @@ class Tracer:
         self._digest_modes: dict[str, DigestMode] = {}
         self._scope_ok: dict[str, bool] = {}
         self._patched: list[tuple[Any, str, Any]] = []
+        self._finders: list[_PatchOnImport] = []
         self._engine_seen = False
         self._in_optimizer = 0
         # an injected launcher process (deepspeed, torchrun) never steps: it writes nothing
@@ -234,9 +235,24 @@ class Tracer:
         self._opt_hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         self._opt_pre_hook = register_optimizer_step_pre_hook(self._on_optimizer_pre)
         if self.auto_steps:
-            _watch_import("deepspeed.runtime.engine", self._patch_engine)
+            self._watch_import("deepspeed.runtime.engine", self._patch_engine)
             self._begin(0)
         return self
+
+    def _watch_import(self, target: str, patch) -> None:
+        """Run ``patch(module)`` on ``target`` now if it is imported, else right after its import."""
+        mod = sys.modules.get(target)
+        if mod is not None:
+            patch(mod)
+            return
+
+        def once_open(module) -> None:
+            if not self._closed:
+                patch(module)
+
+        finder = _PatchOnImport(target, once_open)
+        self._finders.append(finder)
+        sys.meta_path.insert(0, finder)
 
     def _patch(self, owner: Any, name: str, new: Any) -> None:
         self._patched.append((owner, name, getattr(owner, name)))
@@ -254,6 +270,11 @@ class Tracer:
         if self.cur_step is not None and self._active and self._real:
             self._end_step()
         self._deactivate()
+        for finder in self._finders:
+            # left in place, a later import would patch code for a tracer that is gone
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
+        self._finders.clear()
         for owner, name, orig in reversed(self._patched):
             setattr(owner, name, orig)
         self._patched.clear()
@@ -798,11 +819,3 @@ class _PatchOnImport:
 
         loader.exec_module = exec_module
         return spec
-
-
-def _watch_import(target: str, patch) -> None:
-    mod = sys.modules.get(target)
-    if mod is not None:
-        patch(mod)
-    else:
-        sys.meta_path.insert(0, _PatchOnImport(target, patch))
