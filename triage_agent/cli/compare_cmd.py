@@ -33,13 +33,19 @@ def _where(r: EventRef | None) -> str:
 
 def _table(res: CompareResult) -> None:
     t = Table(title=f"trace comparison: {res.status}" + ("" if res.complete else " (incomplete)"))
-    for col in ("rank", "status", "paired", "differ", "unmatched", "first divergence", "origin"):
+    cols = ("rank", "status", "paired", "differ", "unmatched", "first divergence")
+    cols += ("first candidate", "origin")
+    for col in cols:
         t.add_column(col)
     for r in res.ranks:
         fd = r.first_divergence
         first = f"{fd.role}: {_where(fd.a or fd.b)}" if fd else "-"
         if fd and fd.labels:
             first += " (" + ", ".join(lb.code for lb in fd.labels) + ")"
+        c0 = r.candidates[0] if r.candidates else None
+        cand = "-"
+        if c0 is not None:
+            cand = f"{c0.kind}: {_where(c0.b or c0.a)}" + (" (writes state)" * c0.writes_state)
         origin = (
             _where(r.origin.a)
             if r.origin
@@ -52,18 +58,40 @@ def _table(res: CompareResult) -> None:
             str(r.differing),
             str(r.unmatched_total),
             first,
+            cand,
             origin,
         )
     console.print(t)
     s = res.summary
     console.print(
         f"origins on ranks {s.origin_ranks or '-'}; receivers only {s.receiver_only_ranks or '-'};"
+        f" first candidate only one run executes {s.unmatched_first_ranks or '-'};"
         f" identical {s.identical_ranks or '-'}",
         highlight=False,
     )
     if s.note:
-        console.print(s.note, highlight=False)
+        console.print(s.note, highlight=False, markup=False)
     for r in res.ranks:
+        if r.candidates:
+            shown = (
+                f"{len(r.candidates)} of {r.candidates_total}, "
+                if r.candidates_total > len(r.candidates)
+                else ""
+            )
+            console.print(
+                f"rank {r.rank}: first-divergence candidates ({shown}execution order):",
+                highlight=False,
+            )
+            for n, c in enumerate(r.candidates[:10], start=1):
+                console.print(f"  {n}. {c.describe()}", highlight=False, markup=False)
+        if r.first_receiver is not None:
+            for p in r.first_receiver.producers:
+                console.print(
+                    f"rank {r.rank}: first receiver {r.first_receiver.b.name if r.first_receiver.b else '?'} "
+                    f"{p.describe()}",
+                    highlight=False,
+                    markup=False,
+                )
         if r.outside_scope:
             console.print(
                 f"rank {r.rank}: no origin on the traced events; widen:",

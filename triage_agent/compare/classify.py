@@ -78,6 +78,35 @@ def is_view_like(name: str) -> bool:
     return base_op(name) in _VIEW_OPS
 
 
+def _overload(name: str) -> str:
+    """'aten::add.out' -> 'out'; 'aten::mm' -> ''."""
+    n = name.split("::")[-1]
+    if n.startswith("aten."):
+        n = n[5:]
+    parts = n.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def state_write(e: Ev) -> str:
+    """What state ``e`` writes, or "" when it only computes new values.
+
+    An optimizer step rewrites parameters and moments; a collective writes its buffers in
+    place; an ATen op whose name ends in ``_`` (``add_``, ``copy_``, ``_foreach_mul_``) or
+    whose overload is ``out`` writes a tensor it was given. Such an event, executed by one
+    run only, changes what everything after it reads."""
+    if e.kind == "optimizer":
+        return f"optimizer step ({e.name})"
+    if e.kind == "collective":
+        return f"collective {e.name} (writes its buffers in place)"
+    if e.kind == "op":
+        op, overload = base_op(e.name), _overload(e.name)
+        if op.endswith("_") and not op.endswith("__"):
+            return f"in-place op {op}"
+        if overload == "out" or overload.endswith("_out"):
+            return f"op {op} writing an out= tensor"
+    return ""
+
+
 def artifact_reason(e: Ev) -> str | None:
     if _EMPTY_RE.match(base_op(e.name)):
         return f"'{e.name}' returns uninitialised memory; its digest is noise"

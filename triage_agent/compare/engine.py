@@ -11,18 +11,24 @@ from pathlib import Path
 
 from ..errors import InputError
 from .align import align
-from .classify import demote_to_receiver, judge_pair, ref, widen_for
+from .classify import demote_to_receiver, judge_pair, ref, state_write, widen_for
 from .errors import IncompatibleRunsError
 from .mapping import Mapping, apply_mapping, decoded, load_mapping
 from .model import Ev, RankStream, TraceRun
+from .producers import find_producers
 from .result import (
+    Candidate,
     CompareResult,
     CrossRank,
     Divergence,
+    EventRef,
     RankResult,
     RunInfo,
     Unmatched,
 )
+
+# Candidates kept per rank; state writers are kept first, the count says how many there were.
+MAX_CANDIDATES = 100
 
 
 def _info(run: TraceRun) -> RunInfo:
@@ -52,6 +58,43 @@ def _inner_diverged(e: Ev, seen: set[tuple[int, str | None, str]]) -> bool:
     )
 
 
+def _candidate(
+    kind: str, order: float, e: Ev, rank: int, a: EventRef | None, b: EventRef | None
+) -> Candidate:
+    writes = state_write(e)
+    return Candidate(
+        kind=kind,  # type: ignore[arg-type]
+        run="both" if a and b else "a" if a else "b",
+        rank=rank,
+        step=e.step,
+        event=f"{e.scope or '<root>'}::{e.name}",
+        event_kind=e.kind,
+        phase=e.phase,
+        call_site=e.caller,
+        writes_state=bool(writes),
+        state_write=writes,
+        order=order,
+        a=a,
+        b=b,
+    )
+
+
+def _capped(cands: list[Candidate]) -> list[Candidate]:
+    if len(cands) <= MAX_CANDIDATES:
+        return cands
+    writers = [c for c in cands if c.writes_state][:MAX_CANDIDATES]
+    rest = [c for c in cands if not c.writes_state][: MAX_CANDIDATES - len(writers)]
+    return sorted(writers + rest, key=lambda c: c.order)
+
+
+def _with_producers(
+    d: Divergence, ea: Ev, eb: Ev, sa: RankStream, sb: RankStream, rank: int
+) -> Divergence:
+    links = find_producers(sa, ea, d.differing_inputs, "a", rank, sa.source)
+    links += find_producers(sb, eb, d.differing_inputs, "b", rank, sb.source)
+    return d.model_copy(update={"producers": links})
+
+
 def compare_rank(
     sa: RankStream,
     sb: RankStream,
@@ -68,7 +111,7 @@ def compare_rank(
     b_cut = sb.truncated_at is not None or not sb.clean_end
     # Cheap pass: which pairs differ at all. Divergence records are only built for the
     # events the walk below stops at (building one per receiver would dominate the cost).
-    items: list[tuple[float, tuple | Unmatched]] = []
+    items: list[tuple[float, tuple | Unmatched, Ev | None]] = []
     differing = 0
     for ea, eb in al.pairs:
         if (
@@ -77,33 +120,37 @@ def compare_rank(
             or (ea.inputs_after is not None and ea.inputs_after != eb.inputs_after)
         ):
             differing += 1
-            items.append((ea.index, (ea, eb)))
+            items.append((ea.index, (ea, eb), None))
     unmatched: list[Unmatched] = []
     for e, pos in al.only_a:
         reason = "after-truncation" if b_cut and pos >= len(sb) else "missing"
         u = Unmatched(event=ref(e, "a", rank, sa.source), other_index=pos, reason=reason)
         unmatched.append(u)
-        items.append((e.index, u))
+        items.append((e.index, u, e))
     for e, pos in al.only_b:
         reason = "after-truncation" if a_cut and pos >= len(sa) else "extra"
         u = Unmatched(event=ref(e, "b", rank, sb.source), other_index=pos, reason=reason)
         unmatched.append(u)
-        items.append((pos - 0.5, u))
+        items.append((pos - 0.5, u, e))
     items.sort(key=lambda t: t[0])
     first: Divergence | None = None
     origin: Divergence | None = None
+    first_receiver: Divergence | None = None
     artifacts: list[Divergence] = []
+    cands: list[Candidate] = []
     seen: set[tuple[int, str | None, str]] = set()  # (step, phase, scope) of divergences
-    for _, it in items:
+    for order, it, lone in items:
         if isinstance(it, Unmatched):
             if it.reason == "after-truncation":
                 continue
-            d = Divergence(
-                role="structural",
-                a=it.event if it.event.run == "a" else None,
-                b=it.event if it.event.run == "b" else None,
-            )
-            first = first or d
+            # An event one run executes and the other does not is a candidate in its own
+            # right, in execution order with the origin; the walk goes on to find that.
+            a_ref = it.event if it.event.run == "a" else None
+            b_ref = it.event if it.event.run == "b" else None
+            kind = "missing" if a_ref else "extra"
+            assert lone is not None
+            cands.append(_candidate(kind, order, lone, rank, a_ref, b_ref))
+            first = first or Divergence(role=kind, a=a_ref, b=b_ref)  # type: ignore[arg-type]
             continue
         jd = judge_pair(it[0], it[1], rank, sa.source, sb.source, records_inputs)
         if jd is None:
@@ -115,9 +162,15 @@ def compare_rank(
         if jd.role == "origin" and ea.kind == "module" and _inner_diverged(ea, seen):
             jd = demote_to_receiver(jd)
         seen.add((ea.step, ea.phase, ea.scope))
+        # the upstream walk starts at the first receiver that passes a difference on (one
+        # whose different inputs gave equal outputs, an empty buffer's noise say, does not)
+        passes_on = jd.differing_inputs and jd.differing_outputs
+        if jd.role == "receiver" and passes_on and first_receiver is None:
+            jd = first_receiver = _with_producers(jd, ea, it[1], sa, sb, rank)
         first = first or jd
         if jd.role == "origin":
             origin = jd
+            cands.append(_candidate("origin", order, ea, rank, jd.a, jd.b))
             break
     notes: list[str] = []
     if al.reordered:
@@ -143,6 +196,9 @@ def compare_rank(
         alignment=al.method,  # type: ignore[arg-type]
         first_divergence=first,
         origin=origin,
+        candidates=_capped(cands[:-1]) + cands[-1:] if origin else _capped(cands),
+        candidates_total=len(cands),
+        first_receiver=first_receiver,
         artifacts=artifacts,
         outside_scope=widen,
         unmatched=unmatched,
@@ -154,15 +210,20 @@ def compare_rank(
 def _summary(results: list[RankResult]) -> CrossRank:
     s = CrossRank()
     steps: list[int] = []
+    writers: list[str] = []
     for r in results:
+        unmatched_first = bool(r.candidates) and r.candidates[0].kind != "origin"
+        if unmatched_first:
+            s.unmatched_first_ranks.append(r.rank)
+            writers += [c.describe() for c in r.structural_candidates if c.writes_state][:1]
         if r.status in ("only-in-a", "only-in-b"):
             s.unpaired_ranks.append(r.rank)
         elif r.status == "identical":
             s.identical_ranks.append(r.rank)
         elif r.origin is not None:
             s.origin_ranks.append(r.rank)
-        elif r.first_divergence is not None and r.first_divergence.role == "structural":
-            s.structural_ranks.append(r.rank)
+        elif unmatched_first:
+            pass  # its first candidate is an event only one run executes, not a receiver
         elif r.outside_scope is not None:
             s.receiver_only_ranks.append(r.rank)
             s.outside_scope_ranks.append(r.rank)
@@ -189,6 +250,12 @@ def _summary(results: list[RankResult]) -> CrossRank:
         s.note = (
             f"every origin ({coll}) is a collective with equal local inputs on all traced "
             "ranks: the reduction itself (algorithm or order) is the suspect"
+        )
+    if writers:
+        lead = "; ".join(writers[:4])
+        s.note = (s.note + "; " if s.note else "") + (
+            f"before any origin, {lead}: a state write one run lacks changes what every "
+            "later event reads, so it is a first-divergence candidate"
         )
     return s
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import TraceRun
-from .result import CompareResult, Divergence, EventRef
+from .result import CompareResult, Divergence, EventRef, RankResult
 
 
 def _slice(pid: int, tid: int, ts: int, e: Any, color: str | None = None) -> dict[str, Any]:
@@ -133,6 +133,32 @@ def _where(r: EventRef | None) -> str:
     )
 
 
+def _candidates_md(rr: RankResult) -> list[str]:
+    """The first-divergence candidates of a rank, in execution order."""
+    if not rr.candidates:
+        return []
+    more = rr.candidates_total - len(rr.candidates)
+    lines = [
+        "",
+        "**First-divergence candidates** (execution order"
+        + (
+            f"; {len(rr.candidates)} of {rr.candidates_total} shown, state writers first"
+            if more
+            else ""
+        )
+        + "):",
+        "",
+        "| # | candidate | run | step | event | kind | call site | writes state |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n, c in enumerate(rr.candidates, start=1):
+        lines.append(
+            f"| {n} | {c.kind} | {c.run.upper()} | {c.step} | `{c.event}` | {c.event_kind} | "
+            f"{c.call_site or '—'} | {c.state_write or 'no'} |"
+        )
+    return lines
+
+
 def to_markdown(result: CompareResult, max_unmatched: int = 20) -> str:
     """A review-ready summary: status, per-rank first divergence, labels, what to widen."""
     lines = [
@@ -150,7 +176,7 @@ def to_markdown(result: CompareResult, max_unmatched: int = 20) -> str:
         "",
         f"- origins on ranks: {s.origin_ranks or 'none'}",
         f"- receivers only: {s.receiver_only_ranks or 'none'}",
-        f"- structural differences first: {s.structural_ranks or 'none'}",
+        f"- first candidate an event only one run executes: {s.unmatched_first_ranks or 'none'}",
         f"- identical: {s.identical_ranks or 'none'}",
     ]
     if s.unpaired_ranks:
@@ -179,6 +205,10 @@ def to_markdown(result: CompareResult, max_unmatched: int = 20) -> str:
                     f"- differing inputs {d.differing_inputs}, outputs {d.differing_outputs}"
                 )
             lines += [f"- **{lb.code}**: {lb.message}" for lb in d.labels]
+        lines += _candidates_md(rr)
+        if rr.first_receiver is not None and rr.first_receiver.producers:
+            lines += ["", f"**First receiver** {_where(rr.first_receiver.b)}; upstream:", ""]
+            lines += [f"- {p.describe()}" for p in rr.first_receiver.producers]
         if rr.origin is not None and rr.origin is rr.first_divergence:
             lines.append("")
             lines.append(

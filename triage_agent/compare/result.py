@@ -3,11 +3,12 @@ render these, never re-derive them. ``CompareResult.schema_id`` versions the JSO
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-COMPARE_SCHEMA = "bitwise-triage.compare/1"
+COMPARE_SCHEMA = "bitwise-triage.compare/2"
 
 
 class _M(BaseModel):
@@ -32,6 +33,14 @@ class EventRef(_M):
     caller: str | None = None
     dump: str | None = None
 
+    def where(self) -> str:
+        """'aten::mm [layers.0] step 3 #41 (trace_rank00000.jsonl:43) from train.py:12'"""
+        site = f" from {self.caller}" if self.caller else ""
+        return (
+            f"{self.name} [{self.scope or '<root>'}] step {self.step} #{self.index} "
+            f"({Path(self.file).name}:{self.line}){site}"
+        )
+
 
 class Label(_M):
     """A known pattern that changes how a mismatch must be read."""
@@ -49,13 +58,36 @@ class Label(_M):
     message: str
 
 
+class Producer(_M):
+    """Where one differing input of a receiver came from, in one run: the last earlier event
+    of the same run and rank with an output of that digest. Follow ``event`` upstream."""
+
+    input: int = Field(description="position of the input in the receiver's inputs")
+    run: Literal["a", "b"]
+    digest: str | None = Field(description="the input's digest signature in this run")
+    event: EventRef | None = Field(
+        description="the producer; None: no traced event before the receiver wrote it "
+        "(it comes from outside the capture, or from before the window)"
+    )
+    output: int | None = Field(default=None, description="which output of the producer")
+    searched: int = Field(description="earlier events looked at (the search is bounded)")
+
+    def describe(self) -> str:
+        if self.event is None:
+            return (
+                f"input {self.input} in {self.run.upper()}: no traced event in the "
+                f"{self.searched} before it wrote it (from outside the capture or the window)"
+            )
+        return f"input {self.input} in {self.run.upper()}: output {self.output} of {self.event.where()}"
+
+
 class Divergence(_M):
     """One paired event whose digests differ, or one event with no counterpart."""
 
-    role: Literal["origin", "receiver", "structural", "observed"] = Field(
+    role: Literal["origin", "receiver", "extra", "missing", "observed"] = Field(
         description="origin: inputs equal, outputs differ; receiver: inputs differ; "
-        "structural: an event one run has and the other lacks; observed: the format records "
-        "no input digests, so origin and receiver cannot be told apart"
+        "extra: an event only B executes; missing: an event only A executes; observed: the "
+        "format records no input digests, so origin and receiver cannot be told apart"
     )
     a: EventRef | None
     b: EventRef | None
@@ -63,6 +95,47 @@ class Divergence(_M):
     differing_inputs: list[int] = Field(default_factory=list)
     differing_outputs: list[int] = Field(default_factory=list)
     labels: list[Label] = Field(default_factory=list)
+    producers: list[Producer] = Field(
+        default_factory=list,
+        description="for a receiver: the producer of each differing input, in A and in B",
+    )
+
+
+class Candidate(_M):
+    """A first-divergence candidate: the origin, or an event one run executes and the other
+    does not. An event that writes state (an optimizer step, an in-place op, a collective)
+    changes what every later event reads, so its surplus or absence can be the cause."""
+
+    kind: Literal["origin", "extra", "missing"] = Field(
+        description="origin: inputs equal, outputs differ; extra: only B executes it; "
+        "missing: only A executes it"
+    )
+    run: Literal["a", "b", "both"] = Field(description="the run(s) that execute it")
+    rank: int
+    step: int
+    event: str = Field(description="scope::name")
+    event_kind: str = Field(description="op, module, optimizer, collective, metric")
+    phase: str
+    call_site: str | None = Field(description="file:line of the code that ran it, when recorded")
+    writes_state: bool
+    state_write: str = Field(default="", description="what state it writes, when it does")
+    order: float = Field(
+        description="position in A's execution order; an event only B executes sits between "
+        "the A events around it (x.5)"
+    )
+    a: EventRef | None = None
+    b: EventRef | None = None
+
+    def describe(self) -> str:
+        """'only B executes optimizer step (Adam) at <root>::w, step 0, from train.py:42'"""
+        who = {
+            "origin": "origin (inputs equal, outputs differ):",
+            "extra": "only B executes",
+            "missing": "only A executes",
+        }[self.kind]
+        what = self.state_write or f"{self.event_kind} event"
+        site = f", from {self.call_site}" if self.call_site else ", call site not recorded"
+        return f"{who} {what} at {self.event}, rank {self.rank} step {self.step}{site}"
 
 
 class Unmatched(_M):
@@ -92,6 +165,19 @@ class RankResult(_M):
     alignment: Literal["exact", "anchored", "keyed", "none"] = "none"
     first_divergence: Divergence | None = None
     origin: Divergence | None = None
+    candidates: list[Candidate] = Field(
+        default_factory=list,
+        description="first-divergence candidates in execution order: every event one run "
+        "executes and the other does not, up to the origin, then the origin",
+    )
+    candidates_total: int = Field(
+        default=0, description="candidates before capping the list (state writers kept first)"
+    )
+    first_receiver: Divergence | None = Field(
+        default=None,
+        description="the first paired event whose inputs already differ and whose outputs "
+        "differ too, with the producer of each differing input: walk upstream from here",
+    )
     artifacts: list[Divergence] = Field(
         default_factory=list, description="labelled mismatches set aside before the origin"
     )
@@ -100,6 +186,11 @@ class RankResult(_M):
     unmatched_total: int = 0
     notes: list[str] = Field(default_factory=list)
 
+    @property
+    def structural_candidates(self) -> list[Candidate]:
+        """The candidates that are events one run executes and the other does not."""
+        return [c for c in self.candidates if c.kind != "origin"]
+
 
 class CrossRank(_M):
     """Which ranks hold origins and which only receive; no global order is implied."""
@@ -107,7 +198,11 @@ class CrossRank(_M):
     origin_ranks: list[int] = Field(default_factory=list)
     receiver_only_ranks: list[int] = Field(default_factory=list)
     outside_scope_ranks: list[int] = Field(default_factory=list)
-    structural_ranks: list[int] = Field(default_factory=list)
+    unmatched_first_ranks: list[int] = Field(
+        default_factory=list,
+        description="ranks whose first candidate is an event one run executes and the other "
+        "does not (whether or not an origin follows)",
+    )
     identical_ranks: list[int] = Field(default_factory=list)
     unpaired_ranks: list[int] = Field(default_factory=list)
     earliest_step: int | None = Field(

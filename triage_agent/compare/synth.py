@@ -35,6 +35,11 @@ class SynthSpec(BaseModel):
     diverge_at: int | None = Field(default=None, description="B's output differs here")
     insert_at: list[int] = Field(default_factory=list, description="B has an extra op here")
     delete_at: list[int] = Field(default_factory=list, description="B lacks A's event here")
+    update_at: list[int] = Field(
+        default_factory=list,
+        description="B executes an extra optimizer step here that rewrites the chain's value "
+        "(a stray update): every later event of B receives it",
+    )
     run_id: str = "synthetic"
 
 
@@ -68,6 +73,7 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
     """Lines of one run: variant 'a' is the reference, 'b' carries the planted changes."""
     per_step = max(1, spec.events // spec.steps)
     inserts = set(spec.insert_at) if variant == "b" else set()
+    updates = set(spec.update_at) if variant == "b" else set()
     deletes = set(spec.delete_at) if variant == "b" else set()
     calls: dict[tuple[int, str, str], int] = {}
     prev = _h("input", str(spec.rank))
@@ -81,6 +87,8 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
             step, in_step = cur_step, 0
         scope = _SCOPES[(i // 7) % len(_SCOPES)]
         todo = []
+        if i in updates:
+            todo.append(("SGD", "update"))
         if i in inserts:
             todo.append(("aten::clone", "extra"))
         # A deleted event is a side op in both runs (its output feeds nothing), so deleting
@@ -97,16 +105,17 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
             out = prev if role == "extra" else _h(name, prev)
             if role == "main" and variant == "b" and i == spec.diverge_at:
                 out = _h("diverged", out)
+            update = role == "update"
             ev = {
                 "type": "event",
                 "seq": seq,
                 "step": step,
-                "kind": "op",
+                "kind": "optimizer" if update else "op",
                 "name": name,
                 "scope": scope,
                 "call": call,
-                "phase": "forward",
-                "caller": None,
+                "phase": "optimizer" if update else "forward",
+                "caller": f"train.py:{100 + i}" if update else None,
                 "inputs": [_digest(prev)],
                 "outputs": [_digest(out)],
                 "dump": None,
@@ -115,7 +124,7 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
             yield json.dumps(ev)
             seq += 1
             in_step += 1
-            if role == "main":
+            if role in ("main", "update"):
                 prev = out
     yield json.dumps({"type": "step_end", "step": step, "events": in_step})
     yield json.dumps({"type": "end", "status": "ok", "steps": list(range(spec.steps)), "note": ""})
