@@ -136,22 +136,19 @@ class RevertFileIn(In):
     timeout_s: float = Field(default=600.0, gt=0, le=3600, description="per launch command")
 
 
-def changed_files(ws: Workspace, case: Case) -> set[str]:
-    """Files that differ between run A's and run B's source revisions (B's repository)."""
-    import git
+def _changed(ws: Workspace, case: Case) -> set[str]:
+    """Paths changed between the runs' revisions (the library's rule), after checking that
+    the repository is contained and both revisions are plain and resolve."""
+    from triage_agent.workflow.revisions import changed_files
 
     a, b = case.run_a.source, case.run_b.source
     if a is None or b is None or a.rev is None:
         raise InputError(
             "reverting a file needs both runs' sources, run A with a revision (runs.<x>.source)"
         )
-    rev_a = ws.rev(b.repo, a.rev)
-    rev_b = ws.rev(b.repo, b.rev or "HEAD")
-    repo = git.Repo(ws.path(b.repo), search_parent_directories=True)
-    out: set[str] = set()
-    for d in repo.commit(rev_a).diff(rev_b):
-        out.update(p for p in (d.a_path, d.b_path) if p)
-    return out
+    ws.rev(b.repo, a.rev)
+    ws.rev(b.repo, b.rev or "HEAD")
+    return {p for c in changed_files(case) for p in (c.path, c.old_path) if p}
 
 
 def _check_relative(file: str) -> str:
@@ -173,7 +170,7 @@ def revert_file(ws: Workspace, args: RevertFileIn, progress: Progress) -> FixChe
     case = ws.require_launch()
     ws.require_hypotheses(args.hypotheses)
     file = _check_relative(args.file)
-    changed = changed_files(ws, case)
+    changed = _changed(ws, case)
     if file not in changed:
         shown = ", ".join(sorted(changed)[:10]) or "none"
         raise InputError(
@@ -194,11 +191,6 @@ def revert_file(ws: Workspace, args: RevertFileIn, progress: Progress) -> FixChe
         timeout_s=timeout,
         on_status=lambda m: status("revert", m),
     )
-    if ev is None:
-        raise InputError(
-            f"cannot revert {file}: run B's working directory must be a checkout of run B's "
-            "revision of that repository, and the file must exist at run A's revision"
-        )
     progress(count[0] + 1, count[0] + 1, ev.summary)
     return FixCheckOut(
         evidence=ev, matched=ev.result == EvidenceResult.supported, baseline_a=base_a

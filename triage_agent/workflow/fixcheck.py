@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import InputError
 from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics
 from ..policies import POLICY_HELP
@@ -15,8 +17,10 @@ from ..records import (
     EvidenceResult,
     Hypothesis,
     HypothesisStatus,
+    RunSpec,
 )
 from ..runs import joined_argv, materialize
+from .revisions import changed_files, content_at, resolve
 
 
 def _against_a(d: MetricDiff) -> tuple[bool, str]:
@@ -119,63 +123,105 @@ def validate_fix(
     return last
 
 
+def _revert_variant(case: Case, ws: Path, files: list[str], tag: str) -> tuple[RunSpec, str]:
+    """A copy of B's checkout where each of ``files`` holds its content at A's revision: a
+    file A lacks (added in B) is removed, one B lacks (deleted in B) is put back.
+
+    Returns the run to launch there and what was done, said in a phrase. Raises a one-line
+    InputError when the case does not allow it.
+    """
+    import git
+
+    if not case.run_b.cwd:
+        raise InputError("run B has no working directory (runs.b.cwd) to copy for a revert")
+    revs = resolve(case)
+    try:
+        work = git.Repo(case.run_b.cwd, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise InputError(
+            f"run B's working directory {case.run_b.cwd} is not a git checkout: a file revert "
+            "copies B's checkout of its revision"
+        ) from None
+    same_repo = Path(work.common_dir).resolve() == Path(git.Repo(revs.repo).common_dir).resolve()
+    if not same_repo or work.head.commit.hexsha != revs.b:
+        raise InputError(
+            f"run B's working directory {case.run_b.cwd} is not a checkout of run B's revision "
+            f"{revs.b_rev} of {revs.repo}: a file revert needs one"
+        )
+    root = Path(work.working_tree_dir).resolve()
+    wsr = ws.resolve()
+    variant = ws / "variants" / tag
+
+    def skip(d: str, names: list[str]) -> set[str]:
+        # never copy git's own files, nor the workspace (the variant lives in it)
+        return {n for n in names if n == ".git" or (Path(d) / n).resolve() == wsr}
+
+    if variant.exists():
+        shutil.rmtree(variant)
+    shutil.copytree(root, variant, ignore=skip, symlinks=True)
+    done = []
+    for file in files:
+        old = content_at(case, revs.a, file)
+        new = content_at(case, revs.b, file)
+        if old == new:
+            raise InputError(
+                f"{file} is the same at {revs.a_rev} and {revs.b_rev}: nothing to revert"
+            )
+        target = variant / file
+        if old is None:
+            target.unlink(missing_ok=True)
+            done.append(f"{file} removed (added after {revs.a_rev})")
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(old)
+            done.append(
+                f"{file} restored (deleted after {revs.a_rev})"
+                if new is None
+                else f"{file} taken back to {revs.a_rev}"
+            )
+    cwd = variant / Path(case.run_b.cwd).resolve().relative_to(root)
+    return case.run_b.model_copy(update={"cwd": str(cwd)}), ", ".join(done)
+
+
 def validate_revert(
     case: Case,
     ledger: Ledger,
-    file: str,
+    file: str | list[str],
     hypotheses: list[str],
     baseline_a_metrics: str,
     *,
     timeout_s: float,
     on_status: Callable[[str], None] = lambda s: None,
-) -> Evidence | None:
-    """For runs that differ in source: rerun B with one file taken back to A's revision.
+) -> Evidence:
+    """For runs that differ in source: rerun B with files taken back to A's revision.
 
-    The intervention is one file, nothing else: a copy of B's working directory where
-    ``file`` (relative to the repository root) holds its content at A's revision. When every
-    step then matches A, that file's change is the cause. Returns None when the case does not
-    allow it (B's working directory is not a checkout of B's revision of that repository).
+    The intervention is those files, nothing else: a copy of B's checkout where each holds
+    its content at A's revision (removed when A has no such file, restored when B deleted
+    it). When every step then matches A, that change is the cause. A case that does not
+    allow it (B's working directory is not a checkout of B's revision) is a one-line
+    InputError, never a silent skip.
     """
-    import shutil
-
-    import git
-
-    from ..paths import check_rev
-
-    a, b = case.run_a.source, case.run_b.source
-    if a is None or b is None or not case.run_b.cwd or not a.rev:
-        return None
-    try:
-        repo = git.Repo(b.repo, search_parent_directories=True)
-        work = git.Repo(case.run_b.cwd)
-        rev_b = repo.commit(check_rev(b.rev or "HEAD")).hexsha
-        if (
-            work.head.commit.hexsha != rev_b
-            or Path(work.common_dir).resolve() != Path(repo.common_dir).resolve()
-        ):
-            return None
-        old = repo.git.show(f"{repo.commit(check_rev(a.rev)).hexsha}:{file}")
-    except (git.GitError, ValueError):
-        return None
+    files = [file] if isinstance(file, str) else list(file)
     ws = Path(ledger.workspace)
-    variant = ws / "variants" / f"revert-{file.replace('/', '_')}"
-    if variant.exists():
-        shutil.rmtree(variant)
-    shutil.copytree(case.run_b.cwd, variant, ignore=shutil.ignore_patterns(".git", ".triage"))
-    (variant / file).write_text(old + ("\n" if not old.endswith("\n") else ""))
-    run = case.run_b.model_copy(update={"cwd": str(variant), "name": case.run_b.name})
-    on_status(f"fix check: B with {file} at {a.rev}")
-    out = materialize(
-        run, ws, f"revert-{file.replace('/', '_')}", timeout_s=timeout_s, progress=on_status
-    )
-    argv = joined_argv(out)
+    tag = "revert-" + "+".join(f.replace("/", "_") for f in files)[:120]
+    run, did = _revert_variant(case, ws, files, tag)
+    on_status(f"fix check: B with {did}")
+    out = materialize(run, ws, tag, timeout_s=timeout_s, progress=on_status)
+    data = {
+        "reverted": files[0],
+        "files": files,
+        "to_rev": case.run_a.source.rev if case.run_a.source else None,
+        "applied_to": "B only",
+        "variant": str(Path(run.cwd or "")),
+    }
     if not out.ok:
         ev = Evidence(
             hypotheses=hypotheses,
             kind=EvidenceKind.rerun,
             result=EvidenceResult.error,
-            summary=f"rerun of B with {file} reverted failed (exit codes {out.exit_codes})",
-            argv=argv,
+            summary=f"rerun of B with {did} failed: {out.error or out.exit_codes}",
+            argv=joined_argv(out),
+            data=data,
         )
         ledger.add_evidence(ev)
         return ev
@@ -185,14 +231,9 @@ def validate_revert(
         hypotheses=hypotheses,
         kind=EvidenceKind.rerun,
         result=_outcome(d, matched),
-        summary=f"B rerun with only {file} taken back to {a.rev}, uninstrumented: {said}",
-        argv=argv,
-        data={
-            "reverted": file,
-            "to_rev": a.rev,
-            "first_step": d.first_step,
-            "variant": str(variant),
-        },
+        summary=f"B rerun with only {did}, uninstrumented: {said}",
+        argv=joined_argv(out),
+        data={**data, "first_step": d.first_step, "common_steps": len(d.common_steps)},
         duration_s=out.seconds,
     )
     ledger.add_evidence(ev)
@@ -200,25 +241,6 @@ def validate_revert(
 
 
 MAX_REVERTS = 8
-
-
-def changed_files(case: Case) -> list[str]:
-    """Python files that differ between A's and B's revisions, repository-relative."""
-    import git
-
-    from ..paths import check_rev
-
-    a, b = case.run_a.source, case.run_b.source
-    if a is None or b is None or not a.rev:
-        return []
-    try:
-        repo = git.Repo(b.repo, search_parent_directories=True)
-        ra = repo.commit(check_rev(a.rev)).hexsha
-        rb = repo.commit(check_rev(b.rev or "HEAD")).hexsha
-        names = repo.git.diff("--name-only", ra, rb).splitlines()
-    except (git.GitError, ValueError):
-        return []
-    return [n for n in names if n.endswith(".py")]
 
 
 def bisect_changed_files(
@@ -239,12 +261,18 @@ def bisect_changed_files(
     import hashlib
     import time
 
-    files = changed_files(case)
+    try:
+        changed = changed_files(case)
+    except InputError as exc:
+        ledger.note(f"changed files cannot be reverted one at a time: {exc}", level="warning")
+        return None
+    # Python first: a changed module is likelier to change the bits than a changed document.
+    files = sorted((c.path for c in changed), key=lambda p: (not p.endswith(".py"), p))
     if not files:
         return None
     if len(files) > MAX_REVERTS:
         ledger.note(
-            f"{len(files)} Python files changed between the revisions: more than {MAX_REVERTS} "
+            f"{len(files)} files changed between the revisions: more than {MAX_REVERTS} "
             "to revert one at a time; narrow the case (scan_paths, or a closer revision)",
             level="warning",
         )
@@ -262,7 +290,7 @@ def bisect_changed_files(
                 id=hid,
                 statement=f"the change to {file} between {a.rev} and {b.rev} changes the bits",
                 category="source-change",
-                rationale=f"{file} is one of {len(files)} changed Python file(s); no probe "
+                rationale=f"{file} is one of {len(files)} changed file(s); no probe "
                 "finding explained the divergence, so each changed file is reverted alone",
             )
         )
@@ -276,13 +304,26 @@ def bisect_changed_files(
                 if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error
             ),
             None,
-        ) or validate_revert(
-            case, ledger, file, [hid], baseline_a_metrics, timeout_s=timeout_s, on_status=on_status
         )
         if ev is None:
-            return None  # B's working directory is not a checkout: no revert is possible
+            try:
+                ev = validate_revert(
+                    case,
+                    ledger,
+                    file,
+                    [hid],
+                    baseline_a_metrics,
+                    timeout_s=timeout_s,
+                    on_status=on_status,
+                )
+            except InputError as exc:
+                # what stops one revert (B is not a checkout) stops them all: said, not hidden
+                ledger.note(f"reverting {file} is not possible: {exc}", level="warning")
+                return None
         if ev.result == EvidenceResult.supported:
-            return ledger.update_hypothesis(hid, status=HypothesisStatus.supported)
+            return ledger.update_hypothesis(
+                hid, status=HypothesisStatus.supported, evidence=[ev.id]
+            )
         if ev.result == EvidenceResult.refuted:
-            ledger.update_hypothesis(hid, status=HypothesisStatus.refuted)
+            ledger.update_hypothesis(hid, status=HypothesisStatus.refuted, evidence=[ev.id])
     return None
