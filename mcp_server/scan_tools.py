@@ -52,8 +52,9 @@ class ScanIn(In):
     paths: list[str] = Field(
         default_factory=list,
         max_length=100,
-        description="files, directories or dotted modules inside the allowed roots; default: "
-        "the case's scan_paths, else its source roots",
+        description="files, directories or dotted modules inside the allowed roots or the "
+        "installed source of a framework the case imports (read-only roots); default: the "
+        "case's scan_paths (else its source roots), then those frameworks",
     )
     diff: str | None = Field(
         default=None, max_length=401, description="REV_A..REV_B: scan only the changed hunks"
@@ -86,7 +87,7 @@ def _contained_module_or_path(ws: Workspace, raw: str) -> str:
         mod = resolve_module(raw)
         if mod is not None:
             p = mod
-    return str(ws.tree(p))
+    return str(ws.read_tree(p))
 
 
 def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
@@ -104,7 +105,7 @@ def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
         file, sep, line = spec.rpartition(":")
         if not sep:
             raise InputError(f"invalid location {spec!r}: expected FILE:LINE")
-        around.append(f"{ws.path(file, must_exist=True)}:{line}")
+        around.append(f"{ws.read_path(file, must_exist=True)}:{line}")
     repo = None
     if args.diff is not None:
         a, b = split_rev_range(args.diff)
@@ -118,7 +119,10 @@ def scan(ws: Workspace, args: ScanIn, progress: Progress) -> ScanOut:
     elif not paths and not around:
         if case is None:
             raise InputError("nothing to scan: give paths, diff or around (or open a case)")
+        # the case's own code first, then the installed frameworks its scripts import, as
+        # the headless workflow scans them
         paths = [str(ws.tree(p)) for p in (case.scan_paths or case.source_roots)]
+        paths += [str(ws.read_tree(p)) for p in ws.framework_roots()]
     req = ScanRequest(
         paths=paths,
         diff=args.diff,

@@ -8,6 +8,10 @@ server must only read and write inside the directories a person chose when start
   the workspace). Cases opened or created later through tools cannot widen these roots:
   their paths must already lie inside them.
 
+One exception, for reading only: the installed source of the frameworks the open case's
+scripts import (DeepSpeed, Megatron, ...; the packages ``triage run`` scans too) may be
+read by tools that only read (the scan), never written to.
+
 Every path is resolved (symlinks included) before the containment check, so ``..`` and a
 symlink pointing out both fail. Git revisions go through ``check_rev`` (nothing that starts
 with ``-``) and must resolve to a commit in the named repository; they are resolved by
@@ -56,6 +60,11 @@ def cap_text(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
 class WorkspaceInfo(BaseModel):
     root: str = Field(description="the workspace directory, resolved")
     allowed_roots: list[str] = Field(description="every directory a path argument may point into")
+    read_only_roots: list[str] = Field(
+        default_factory=list,
+        description="installed source of the frameworks the open case imports: scans may "
+        "read it, nothing writes to it",
+    )
     ledger: str = Field(description="the evidence ledger file")
     case_file: str | None = Field(description="the case file the server was started with")
     launch_trusted: bool = Field(
@@ -107,28 +116,52 @@ class Workspace:
         q = Path(p).expanduser()
         return q if q.is_absolute() else self.root / q
 
-    def path(self, p: str | Path, *, must_exist: bool = False) -> Path:
-        """Resolve ``p`` (relative to the workspace) and require it inside an allowed root."""
+    def _resolve(self, p: str | Path, roots: list[Path], must_exist: bool) -> Path:
         s = str(p)
         if not s or "\x00" in s or len(s) > MAX_PATH_CHARS:
             raise InputError(f"invalid path {s[:80]!r}: empty, too long, or holds a NUL byte")
-        resolved = contained(self.absolute(p), self.roots)
+        resolved = contained(self.absolute(p), roots)
         if must_exist and not resolved.exists():
             raise InputError(f"path {p} does not exist")
         return resolved
 
-    def tree(self, p: str | Path, *, must_exist: bool = True) -> Path:
-        """``path()``, and for a directory, every symlinked file below it must resolve inside
-        the allowed roots too: a scan or a trace load reads the files of a directory, so one
-        link to /etc/shadow inside a contained directory would otherwise leak it."""
-        root = self.path(p, must_exist=must_exist)
+    def _tree(self, p: str | Path, roots: list[Path], must_exist: bool) -> Path:
+        root = self._resolve(p, roots, must_exist)
         if root.is_dir():
             for d, _dirs, files in os.walk(root):
                 for name in files:
                     f = Path(d) / name
                     if f.is_symlink():
-                        self.path(f)
+                        self._resolve(f, roots, False)
         return root
+
+    def path(self, p: str | Path, *, must_exist: bool = False) -> Path:
+        """Resolve ``p`` (relative to the workspace) and require it inside an allowed root."""
+        return self._resolve(p, self.roots, must_exist)
+
+    def tree(self, p: str | Path, *, must_exist: bool = True) -> Path:
+        """``path()``, and for a directory, every symlinked file below it must resolve inside
+        the allowed roots too: a scan or a trace load reads the files of a directory, so one
+        link to /etc/shadow inside a contained directory would otherwise leak it."""
+        return self._tree(p, self.roots, must_exist)
+
+    def framework_roots(self) -> list[Path]:
+        """The installed packages of the frameworks the open case's scripts import, as
+        ``triage run`` finds them: readable by scans, never writable."""
+        case = self.case
+        if case is None:
+            return []
+        from triage_agent.workflow.stage1 import framework_paths
+
+        return [Path(p).resolve() for p in framework_paths(case)]
+
+    def read_path(self, p: str | Path, *, must_exist: bool = False) -> Path:
+        """``path()`` for an argument that is only read: the framework roots are allowed too."""
+        return self._resolve(p, [*self.roots, *self.framework_roots()], must_exist)
+
+    def read_tree(self, p: str | Path, *, must_exist: bool = True) -> Path:
+        """``tree()`` for a directory that is only read: the framework roots are allowed too."""
+        return self._tree(p, [*self.roots, *self.framework_roots()], must_exist)
 
     def output_dir(self, name: str) -> Path:
         """A directory under the ledger's where a tool writes; it and every symlinked file in
@@ -227,6 +260,7 @@ class Workspace:
         return WorkspaceInfo(
             root=str(self.root),
             allowed_roots=[str(r) for r in self.roots],
+            read_only_roots=[str(r) for r in self.framework_roots()],
             ledger=str(self.ledger.path),
             case_file=str(self.case_file) if self.case_file else None,
             launch_trusted=self.launch_trusted(),

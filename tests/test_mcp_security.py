@@ -268,3 +268,55 @@ def test_mcp_ledger_linked_outside_refused_at_start(tmp_path):
     (root / ".triage" / "ledger.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
     with pytest.raises(PathEscapeError):
         Workspace(root)
+
+
+FRAMEWORK_CASE = """
+[case]
+name = "ds"
+source_roots = ["src"]
+scan_paths = ["src/train.py"]
+
+[runs.a]
+metrics = "runs/a"
+launch = [["python", "src/train.py"]]
+
+[runs.b]
+metrics = "runs/b"
+"""
+
+
+def test_mcp_scan_reads_an_imported_framework_read_only_and_nothing_else(tmp_path):
+    """The scan may read the installed source of a framework the case imports, as the
+    headless workflow does; other installed packages and writes there stay refused."""
+    import importlib.util
+    from pathlib import Path
+
+    root = make_workspace(tmp_path / "ws", with_case_file=False)
+    (root / "src" / "train.py").write_text("import deepspeed\n")
+    (root / "triage.toml").write_text(FRAMEWORK_CASE)
+    ws = Workspace(root)
+    ds = Path(importlib.util.find_spec("deepspeed").submodule_search_locations[0]).resolve()
+    assert ws.info().read_only_roots == [str(ds)]
+    engine = ds / "runtime" / "engine.py"
+    r = call(ws, "scan", {"paths": [str(engine)], "record": False})
+    assert not r.is_error, r.content[0].text
+    assert r.structured_content["result"]["files_scanned"] == 1
+    r = call(ws, "scan", {"paths": ["deepspeed.runtime.engine"], "record": False})
+    assert not r.is_error and r.structured_content["result"]["files_scanned"] == 1
+    # with no paths, the scan covers the case's code and then the framework, as triage run does
+    r = call(ws, "scan", {"max_files": 2, "record": False})
+    assert not r.is_error and r.structured_content["result"]["files_total"] > 100
+    # a package the case does not import, and anything else outside, are still refused
+    torch_dir = Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+    for outside in (str(torch_dir / "nn" / "functional.py"), "/etc"):
+        r = call(ws, "scan", {"paths": [outside]})
+        assert r.is_error and "outside the allowed roots" in r.content[0].text
+    # read-only: no tool writes into the framework's source
+    r = call(ws, "write_report", {"out_dir": str(ds / "report")})
+    assert r.is_error and "outside the allowed roots" in r.content[0].text
+    assert not (ds / "report").exists()
+    with pytest.raises(PathEscapeError):
+        ws.path(engine)
+    # a case whose scripts do not import it gets no such root
+    (root / "src" / "train.py").write_text("import torch\n")
+    assert Workspace(root).info().read_only_roots == []
