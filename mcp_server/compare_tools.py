@@ -12,9 +12,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from triage_agent.compare import ByteReport, CompareResult, compare_runs, load_run, to_markdown
+from triage_agent.compare import (
+    ByteReport,
+    CompareResult,
+    compare_runs,
+    headline,
+    load_run,
+    to_markdown,
+)
 from triage_agent.compare import confirm_bytes as compare_bytes
-from triage_agent.compare.result import CrossRank, Divergence, Widen
+from triage_agent.compare.result import Candidate, CrossRank, Divergence, Widen
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
@@ -70,12 +77,7 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
     ws.require_hypotheses(args.hypotheses)
     progress(0, 1, "aligning traces")
     res, pa, pb = _compare(ws, args)
-    origins = [r.rank for r in res.ranks if r.origin is not None]
-    summary = (
-        f"traces {res.status}"
-        + (f"; candidate origin on rank(s) {origins}" if origins else "")
-        + ("" if res.complete else "; INCOMPLETE: " + "; ".join(res.warnings[:3]))
-    )
+    summary = headline(res)
     ev = ws.ledger.add_evidence(
         Evidence(
             hypotheses=args.hypotheses,
@@ -87,6 +89,11 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
                 "complete": res.complete,
                 "summary": res.summary.model_dump(mode="json"),
                 "origins": [r.origin.model_dump(mode="json") for r in res.ranks if r.origin],
+                "candidates": [
+                    c.model_dump(mode="json")
+                    for r in res.ranks
+                    for c in r.candidates[:MAX_UNMATCHED_SHOWN]
+                ],
             },
             artifacts=[
                 ws.ledger.artifact(f, role=f"trace-{side}")
@@ -107,6 +114,14 @@ class RankDivergence(BaseModel):
     status: str
     origin: Divergence | None = Field(description="first event whose inputs match, outputs differ")
     first_divergence: Divergence | None = Field(description="first differing event of any role")
+    candidates: list[Candidate] = Field(
+        description="first-divergence candidates in execution order: events one run executes "
+        "and the other does not (with call site, and whether they write state), then the origin"
+    )
+    first_receiver: Divergence | None = Field(
+        description="the first event whose inputs differ, with the producer of each differing "
+        "input in both runs: walk upstream from it"
+    )
     outside_scope: Widen | None = Field(description="what to capture next when no origin was seen")
     unmatched_total: int
     notes: list[str]
@@ -136,6 +151,8 @@ def first_divergence(ws: Workspace, args: TracePairIn, progress: Progress) -> Fi
                 status=r.status,
                 origin=r.origin,
                 first_divergence=r.first_divergence,
+                candidates=r.candidates[:MAX_UNMATCHED_SHOWN],
+                first_receiver=r.first_receiver,
                 outside_scope=r.outside_scope,
                 unmatched_total=r.unmatched_total,
                 notes=r.notes[:MAX_LIST_ITEMS],

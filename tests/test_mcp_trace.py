@@ -140,3 +140,70 @@ def test_mcp_confirm_bytes_counts_differing_elements(tmp_path):
     (t,) = rep["tensors"]
     assert t["differing"] == 2 and t["max_ulp"] is not None
     assert ws.ledger.state().evidence[0].kind == EvidenceKind.byte_compare
+
+
+def test_mcp_compare_evidence_names_event_role_and_call_site(tmp_path):
+    """The recorded summary says what differs first, as the headless workflow's does: the
+    candidate's role, event and call site, never only 'traces diverged'."""
+    from test_compare_support import ev, write_trace
+
+    root = make_relaunch_workspace(tmp_path)
+    ea = [
+        ev(0, "Linear", ["x", "w0"], ["y0"], scope="model.0", kind="module"),
+        ev(1, "aten::slice.Tensor", ["x"], ["s0"], scope="model.1", caller="model.py:9"),
+    ]
+    eb = [
+        ev(
+            0, "SGD", ["w0"], ["w1"], scope="model.0.weight", kind="optimizer", caller="train.py:42"
+        ),
+        ev(1, "Linear", ["x", "w1"], ["y1"], scope="model.0", kind="module"),
+        ev(2, "aten::slice.Tensor", ["x"], ["s1"], scope="model.1", caller="model.py:9"),
+    ]
+    write_trace(root / "ta", ea)
+    write_trace(root / "tb", eb)
+    ws = Workspace(root)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            args = {"trace_a": "ta", "trace_b": "tb"}
+            return (
+                await c.call_tool("compare_traces", args),
+                await c.call_tool("first_divergence", args),
+            )
+
+    cmp, first = run_async(go)
+    assert not cmp.is_error, cmp.content
+    (e,) = ws.ledger.state().evidence
+    assert "only B executes optimizer step (SGD) at model.0.weight::SGD" in e.summary
+    assert "from train.py:42" in e.summary
+    assert "origin (inputs equal, outputs differ): op event at model.1::aten::slice.Tensor" in (
+        e.summary
+    )
+    assert "from model.py:9" in e.summary
+    assert e.data["candidates"][0]["call_site"] == "train.py:42"
+    (rank0,) = first.structured_content["ranks"]
+    assert [c["kind"] for c in rank0["candidates"]] == ["extra", "origin"]
+    producers = {p["run"]: p for p in rank0["first_receiver"]["producers"]}
+    assert producers["b"]["event"]["name"] == "SGD"
+
+
+def test_mcp_compare_evidence_without_origin_names_the_first_receiver(tmp_path):
+    from test_compare_support import chain, dg, write_trace
+
+    root = make_relaunch_workspace(tmp_path)
+    write_trace(root / "ta", chain(4))
+    eb = chain(4)
+    eb[2] = dict(eb[2], inputs=[dg("written-outside")], outputs=[dg("o2'")], caller="loop.py:5")
+    eb[3] = dict(eb[3], inputs=[dg("o2'")], outputs=[dg("o3'")])
+    write_trace(root / "tb", eb)
+    ws = Workspace(root)
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            return await c.call_tool("compare_traces", {"trace_a": "ta", "trace_b": "tb"})
+
+    assert not run_async(go).is_error
+    (e,) = ws.ledger.state().evidence
+    assert "no origin on the traced events" in e.summary
+    assert "receiver (inputs already differ) at rank 0: op aten::gelu [l0] step 0 #2" in e.summary
+    assert "from loop.py:5" in e.summary

@@ -133,6 +133,56 @@ def _where(r: EventRef | None) -> str:
     )
 
 
+_ROLE_SAID = {
+    "origin": "origin (inputs equal, outputs differ)",
+    "receiver": "receiver (inputs already differ)",
+    "extra": "event only B executes",
+    "missing": "event only A executes",
+    "observed": "difference observed (no input digests to tell origin from receiver)",
+}
+
+
+def headline(result: CompareResult, max_candidates: int = 3) -> str:
+    """One paragraph for a ledger summary: what differs first, its role and call site.
+
+    The earliest first-divergence candidates across ranks (events one run executes and the
+    other does not, then the origin), or, with no candidate, the first difference and what
+    to widen."""
+    if result.status == "identical":
+        text = f"traces identical on ranks {[r.rank for r in result.ranks]}"
+        return text + ("" if result.complete else "; INCOMPLETE: " + "; ".join(result.warnings[:3]))
+    cands = sorted(
+        (c for r in result.ranks for c in r.candidates), key=lambda c: (c.step, c.rank, c.order)
+    )
+    parts = []
+    if cands:
+        shown = "; ".join(c.describe() for c in cands[:max_candidates])
+        more = len(cands) - max_candidates
+        parts.append(
+            "first-divergence candidates in execution order: "
+            + shown
+            + (f"; and {more} more" if more > 0 else "")
+        )
+    origins = [r.origin for r in result.ranks if r.origin is not None]
+    if not origins:
+        firsts = [r.first_divergence for r in result.ranks if r.first_divergence is not None]
+        first = min(firsts, key=lambda d: ((d.a or d.b).step, (d.a or d.b).index), default=None)
+        if first is not None and first.role not in ("extra", "missing"):
+            e = first.b or first.a
+            parts.append(
+                f"no origin on the traced events; the first difference is a "
+                f"{_ROLE_SAID[first.role]} at rank {e.rank}: {e.kind} {e.where()}"
+            )
+    s = result.summary
+    parts.append(
+        f"origin ranks {s.origin_ranks or 'none'}, receiver-only ranks "
+        f"{s.receiver_only_ranks or 'none'}"
+    )
+    if not result.complete:
+        parts.append("INCOMPLETE: " + "; ".join(result.warnings[:3]))
+    return "traces diverged: " + "; ".join(parts)
+
+
 def _candidates_md(rr: RankResult) -> list[str]:
     """The first-divergence candidates of a rank, in execution order."""
     if not rr.candidates:
