@@ -148,7 +148,7 @@ class ConfirmMismatchIn(In):
 def _baseline_metrics(
     ws: Workspace, case: Case, args: ConfirmMismatchIn, progress: Progress
 ) -> list[Path]:
-    from triage_agent.workflow.engine import RunOptions, baselines
+    from triage_agent.workflow.engine import baselines
 
     if not args.relaunch:
         raise InputError(
@@ -156,12 +156,7 @@ def _baseline_metrics(
             "relaunch=true (runs both with the case's launch commands, cached afterwards)"
         )
     ws.require_launch()
-    ma, mb = baselines(
-        case,
-        ws.ledger,
-        RunOptions(timeout_s=min(args.timeout_s, case.timeout_s)),
-        lambda stage, msg: progress(0, None, f"{stage}: {msg}"),
-    )
+    ma, mb = baselines(case, ws.ledger, lambda stage, msg: progress(0, None, f"{stage}: {msg}"))
     if ma is None or mb is None:
         raise InputError(
             "the case's runs are not relaunchable: each needs launch and {out} metrics"
@@ -226,7 +221,11 @@ class LedgerSummaryOut(BaseModel):
     ledger: str
     events: int
     case: str | None
-    mismatch_step: int | None
+    mismatch_step: int | None = Field(
+        description="the first step whose metric bits differ, as confirmed from the metric "
+        "fingerprints (confirm_mismatch, run_workflow); null until confirmed"
+    )
+    mismatch_step_given: int | None = Field(description="the step the case file claims, if any")
     findings: int
     hypotheses: list[HypothesisRow]
     evidence: int
@@ -245,7 +244,8 @@ def ledger_summary(ws: Workspace, args: LedgerSummaryIn, progress: Progress) -> 
         ledger=str(ws.ledger.path),
         events=st.events,
         case=st.case.name if st.case else None,
-        mismatch_step=st.case.mismatch_step if st.case else None,
+        mismatch_step=st.confirmed_step(),
+        mismatch_step_given=st.case.mismatch_step if st.case else None,
         findings=len(st.findings),
         hypotheses=hypothesis_rows(st)[:MAX_LIST_ITEMS],
         evidence=len(st.evidence),

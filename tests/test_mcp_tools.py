@@ -405,3 +405,21 @@ def test_mcp_registry_a_package_that_fails_to_import_is_an_error_not_a_missing_t
     assert "Error" in last and "triage_agent.compare" in last, proc.stderr
     names = {s.name for s in available_tools()}
     assert {"compare_traces", "first_divergence", "confirm_bytes"} <= names
+
+
+def test_mcp_ledger_summary_gives_the_confirmed_mismatch_step(tmp_path):
+    """A case that names no step: after confirm_mismatch the summary gives the step the
+    metric bits confirmed, not null."""
+    ws = Workspace(make_workspace(tmp_path, with_case_file=False))
+    created, before, confirmed, after = call(
+        ws,
+        ("create_case", {"run_a": {"metrics": "runs/a"}, "run_b": {"metrics": "runs/b"}}),
+        ("ledger_summary", {}),
+        ("confirm_mismatch", {}),
+        ("ledger_summary", {}),
+    )
+    assert not created.is_error and not confirmed.is_error
+    assert before.structured_content["mismatch_step"] is None
+    s = after.structured_content
+    assert s["mismatch_step"] == 3 and s["mismatch_step_given"] is None
+    assert ws.ledger.state().confirmed_step() == 3

@@ -34,6 +34,7 @@ from .records import (
     Artifact,
     Case,
     Evidence,
+    EvidenceKind,
     Finding,
     Hypothesis,
     Verdict,
@@ -90,6 +91,18 @@ class LedgerState(BaseModel):
 
     def stages_done(self) -> set[str]:
         return {s["stage"] for s in self.stages if s.get("status") == "done"}
+
+    def confirmed_step(self) -> int | None:
+        """The first step whose metric bits differ, as last confirmed from the metric
+        fingerprints (by ``triage run`` or the MCP ``confirm_mismatch``); None until then.
+        A step only given in the case is not confirmed."""
+        for ev in reversed(self.evidence):
+            if ev.kind == EvidenceKind.metrics and isinstance(ev.data.get("step"), int):
+                return ev.data["step"]
+        for st in reversed(self.stages):
+            if st.get("stage") == "confirm" and isinstance(st.get("step"), int):
+                return st["step"]
+        return None
 
 
 def sha256_file(path: Path) -> str:
