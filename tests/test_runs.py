@@ -301,3 +301,19 @@ def test_materialize_returns_only_after_a_stray_rank_stopped_writing_under_out(t
     time.sleep(0.3)
     assert log.stat().st_size == size, "a rank still writes the run's outputs after it returned"
     assert any("outlived its leader" in w for w in out.warnings)
+
+
+def test_run_key_follows_a_reruns_changes_and_launch_env_removes_a_variable(tmp_path, monkeypatch):
+    from triage_agent.policies import FunctionPatch
+    from triage_agent.runs import LaunchChanges, launch_env
+
+    run = _writer(tmp_path).model_copy(update={"env": {"KEEP": "1", "DROP": "1"}})
+    key = run_key(run, [], None)
+    assert run_key(run, [], None, LaunchChanges()) == key  # no change, the same outputs
+    unset = LaunchChanges(env={"DROP": None})
+    patched = LaunchChanges(patches=[FunctionPatch(target="m:f")])
+    assert len({key, run_key(run, [], None, unset), run_key(run, [], None, patched)}) == 3
+    monkeypatch.setenv("FROM_CALLER", "x")
+    env = launch_env(run, LaunchChanges(env={"DROP": None, "FROM_CALLER": None, "NEW": "2"}))
+    assert env["KEEP"] == "1" and env["NEW"] == "2"
+    assert "DROP" not in env and "FROM_CALLER" not in env

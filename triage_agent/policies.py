@@ -15,14 +15,31 @@ Policies:
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
 Limits: ``restore-rng`` patches DeepSpeed's engine only; a framework with its own
 checkpoint code (Megatron-LM's ``save_checkpoint``) needs its own policy.
+
+Function patches (:class:`FunctionPatch`) are the third kind of in-process change: one
+function or method, named ``pkg.mod:Qual.name``, made a no-op returning None (suppress) or
+routed to another function (replace), in every process of the run, with no edit to any
+source file. A module imported before the patch is applied is patched at once; one imported
+later is patched right after it executes, before any importer sees its names. Each process
+appends to the patch file's report what it patched and whether the function was then called,
+so a rerun can say that a patch never took effect instead of passing that off as a result.
+Limits: a function the job reached through a name bound before its module was patched (none
+here: patching happens at import) or defined in the ``__main__`` script is not reached.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import json
 import os
 import random
+import re
+import sys
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
 
 from .errors import InputError
 
@@ -132,3 +149,165 @@ def check(names: list[str]) -> list[str]:
 def apply_all(names: list[str]) -> None:
     for name in check(list(names)):
         POLICIES[name]()
+
+
+# -- function patches --------------------------------------------------------------------------
+PATCHES_ENV = "TRIAGE_PATCHES"
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+CALLABLE_RE = re.compile(rf"({_DOTTED}):({_DOTTED})")
+
+
+class FunctionPatch(BaseModel):
+    """One function made a no-op (``replacement`` None) or routed to another function."""
+
+    target: str = Field(description="pkg.mod:Qual.name, the function or method changed")
+    replacement: str | None = Field(
+        default=None, description="pkg.mod:func called instead; None makes it return None"
+    )
+
+    @field_validator("target", "replacement")
+    @classmethod
+    def _callable_name(cls, v: str | None) -> str | None:
+        if v is not None and not CALLABLE_RE.fullmatch(v):
+            raise ValueError(f"{v!r} is not a callable name of the form pkg.module:Qualified.name")
+        return v
+
+    @property
+    def module(self) -> str:
+        return self.target.split(":", 1)[0]
+
+
+class PatchFile(BaseModel):
+    """What the injected bootstrap reads from the file named by ``TRIAGE_PATCHES``."""
+
+    patches: list[FunctionPatch]
+    report: str = Field(description="JSONL file each process appends its patch events to")
+
+
+class PatchError(InputError):
+    """A patch names a function its module does not have."""
+
+
+def _lookup(spec: str) -> tuple[Any, str, Any]:
+    """(owner, attribute, value) of ``pkg.mod:Qual.name``; the module is imported."""
+    mod_name, qual = CALLABLE_RE.fullmatch(spec).groups()  # type: ignore[union-attr]
+    try:
+        owner: Any = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise PatchError(f"the patch {spec!r} cannot apply: {exc}") from None
+    *path, attr = qual.split(".")
+    try:
+        for part in path:
+            owner = getattr(owner, part)
+        return owner, attr, getattr(owner, attr)
+    except AttributeError:
+        raise PatchError(f"{mod_name} has no {qual}: the patch {spec!r} cannot apply") from None
+
+
+def _noop(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+def _report(path: str, patch: FunctionPatch, event: str) -> None:
+    line = json.dumps({"pid": os.getpid(), "target": patch.target, "event": event})
+    with open(path, "a") as f:  # one short line per write: processes never interleave
+        f.write(line + "\n")
+
+
+def _apply_patch(patch: FunctionPatch, report: str) -> None:
+    owner, attr, original = _lookup(patch.target)
+    if getattr(original, "_triage_patch", None) == patch.target:
+        return
+    impl = _noop if patch.replacement is None else _lookup(patch.replacement)[2]
+    called = [False]
+
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        if not called[0]:
+            called[0] = True
+            _report(report, patch, "called")
+        return impl(*args, **kwargs)
+
+    patched.__name__ = getattr(original, "__name__", attr)
+    patched.__qualname__ = getattr(original, "__qualname__", attr)
+    patched._triage_patch = patch.target  # type: ignore[attr-defined]
+    new: Any = patched
+    if isinstance(owner, type):
+        # keep the descriptor kind, so the arguments a caller passes stay the same
+        static = next((k.__dict__[attr] for k in owner.__mro__ if attr in k.__dict__), None)
+        if isinstance(static, staticmethod):
+            new = staticmethod(patched)
+        elif isinstance(static, classmethod):
+            new = classmethod(patched)
+    setattr(owner, attr, new)
+    _report(report, patch, "patched")
+
+
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Applies the patches of a module right after the module executes, on its first import."""
+
+    def __init__(self, pending: dict[str, list[FunctionPatch]], report: str):
+        self.pending = pending
+        self.report = report
+
+    def find_spec(self, name, path, target=None):  # noqa: ANN001 - the finder protocol
+        if name not in self.pending:
+            return None
+        others = [f for f in sys.meta_path if f is not self and hasattr(f, "find_spec")]
+        spec = next((s for f in others if (s := f.find_spec(name, path, target)) is not None), None)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        patches, report = self.pending.pop(name), self.report
+        if isinstance(spec.loader, type):
+            # the builtin and frozen importers are classes shared by every such module
+            spec.loader = _ThenPatch(spec.loader, patches, report)
+            return spec
+        run_module = spec.loader.exec_module
+
+        def exec_module(module):  # noqa: ANN001, ANN202
+            run_module(module)
+            for patch in patches:
+                _apply_patch(patch, report)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+class _ThenPatch(importlib.abc.Loader):
+    def __init__(self, loader: Any, patches: list[FunctionPatch], report: str):
+        self.loader, self.patches, self.report = loader, patches, report
+
+    def create_module(self, spec):  # noqa: ANN001, ANN201
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):  # noqa: ANN001, ANN201
+        self.loader.exec_module(module)
+        for patch in self.patches:
+            _apply_patch(patch, self.report)
+
+
+def apply_patches(spec: PatchFile) -> None:
+    """Patch what is imported now; patch the rest when (if ever) it is imported."""
+    pending: dict[str, list[FunctionPatch]] = {}
+    for patch in spec.patches:
+        if patch.module in sys.modules:
+            _apply_patch(patch, spec.report)
+        else:
+            pending.setdefault(patch.module, []).append(patch)
+    if pending:
+        sys.meta_path.insert(0, _PatchAfterImport(pending, spec.report))
+
+
+def patch_events(report: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
+    """Per target: in how many processes it was patched, and in how many then called."""
+    out: dict[str, dict[str, set[int]]] = {}
+    try:
+        lines = open(report).read().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            rec = json.loads(line)
+            out.setdefault(rec["target"], {}).setdefault(rec["event"], set()).add(rec["pid"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by a killed process
+    return {t: {e: len(p) for e, p in ev.items()} for t, ev in out.items()}

@@ -33,7 +33,6 @@ import os
 import shutil
 import socket
 import sys
-import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -41,7 +40,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .errors import InputError
-from .records import Case, RunSpec
+from .policies import PATCHES_ENV, FunctionPatch, PatchFile, patch_events
+from .records import Case, Provenance, RunSpec
 from .trace_format import TRACE_GLOB
 
 OUT_TOKEN = "{out}"
@@ -50,6 +50,26 @@ OUTCOME_NAME = "outcome.json"
 CACHE_VERSION = 2
 
 Progress = Callable[[str], None]
+
+
+class LaunchChanges(BaseModel):
+    """What a rerun changes in how a run is launched, beyond its argv and policies."""
+
+    env: dict[str, str | None] = Field(
+        default_factory=dict, description="variables set in every process; None removes one"
+    )
+    patches: list[FunctionPatch] = Field(
+        default_factory=list, description="functions suppressed or replaced in every process"
+    )
+    source_digest: str | None = Field(
+        default=None, description="content digest of a prepared source directory the run uses"
+    )
+    described: list[str] = Field(
+        default_factory=list, description="the interventions these changes carry, said"
+    )
+
+    def empty(self) -> bool:
+        return not (self.env or self.patches or self.source_digest or self.described)
 
 
 class RunOutcome(BaseModel):
@@ -75,14 +95,64 @@ class RunOutcome(BaseModel):
         default=None,
         description="why the run failed: command, exit status or timeout, last error line, log",
     )
+    cwd: str | None = Field(default=None, description="the working directory the commands ran in")
+    env_overrides: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="variables set (None: removed) on top of the run's own environment",
+    )
+    interventions: list[str] = Field(
+        default_factory=list, description="the one thing changed, said per intervention"
+    )
+    patches: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per patched function: in how many processes it was patched and called",
+    )
+    launch_seconds: list[float] = Field(
+        default_factory=list, description="the duration of each command, in order"
+    )
+    provenance: Provenance | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.exit_codes) and all(c == 0 for c in self.exit_codes)
 
 
+class RerunRecord(BaseModel):
+    """What one or more relaunches ran, as evidence records it: never a shell line."""
+
+    runs: list[str]
+    commands: list[list[str]] = Field(description="every command, an argv list each, in order")
+    env_overrides: dict[str, dict[str, str | None]] = Field(
+        default_factory=dict, description="per run, variables set (None: removed)"
+    )
+    interventions: dict[str, list[str]] = Field(default_factory=dict)
+    seconds: float = Field(description="summed over every command of every relaunch")
+    launches: int
+    cached: bool = Field(description="every relaunch was reused from the cache")
+    provenance: Provenance | None = None
+
+
+def rerun_record(*outcomes: RunOutcome) -> RerunRecord:
+    """One record of the relaunches behind a piece of evidence (a rerun of B, of A and B)."""
+    return RerunRecord(
+        runs=[o.run for o in outcomes],
+        commands=[list(c) for o in outcomes for c in o.argv],
+        env_overrides={o.run: o.env_overrides for o in outcomes if o.env_overrides},
+        interventions={o.run: o.interventions for o in outcomes if o.interventions},
+        seconds=round(sum(o.seconds for o in outcomes), 3),
+        launches=sum(len(o.argv) for o in outcomes),
+        cached=bool(outcomes) and all(o.cached for o in outcomes),
+        provenance=next((o.provenance for o in outcomes if o.provenance), None),
+    )
+
+
 def joined_argv(*outcomes: RunOutcome) -> list[str]:
-    """The commands of one or more relaunches as one argv list, commands separated by ';'."""
+    """A display form only: the commands run together with ';' between them.
+
+    Not a command line (no shell ever runs it) and not evidence: record
+    :func:`rerun_record` instead, which keeps every argv whole, the summed duration and
+    the provenance.
+    """
     out: list[str] = []
     for o in outcomes:
         for cmd in o.argv:
@@ -145,13 +215,18 @@ def _metrics_path(run: RunSpec, out: Path) -> Path:
     return out / suffix if suffix else out
 
 
-def _launch_env(run: RunSpec) -> dict[str, str]:
-    """The environment of every command: the caller's, the run's overrides, and the
-    interpreter's bin directory first on PATH, so a launcher's helpers (the ranks'
-    interpreter, a JIT build's ninja) come from the environment running triage."""
+def launch_env(run: RunSpec, changes: LaunchChanges | None = None) -> dict[str, str]:
+    """The environment of every command: the caller's, the run's overrides, a rerun's
+    changes, and the interpreter's bin directory first on PATH, so a launcher's helpers (the
+    ranks' interpreter, a JIT build's ninja) come from the environment running triage."""
     env = {**os.environ, **run.env}
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    for k, v in (changes.env if changes else {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     return env
 
 
@@ -161,7 +236,7 @@ def check_launchable(run: RunSpec, env: dict[str, str] | None = None) -> None:
     cwd = Path(run.cwd or ".")
     if not cwd.is_dir():
         raise InputError(f"run {run.name!r}: working directory {cwd} does not exist")
-    path = (env if env is not None else _launch_env(run)).get("PATH")
+    path = (env if env is not None else launch_env(run)).get("PATH")
     for k, raw in enumerate(run.launch):
         if not raw or not raw[0]:
             raise InputError(f"run {run.name!r}: launch command {k + 1} is empty")
@@ -225,11 +300,18 @@ def _content_hash(run: RunSpec) -> str:
     return h.hexdigest()
 
 
-def run_key(run: RunSpec, policies: list[str], capture: BaseModel | None) -> str:
+def run_key(
+    run: RunSpec,
+    policies: list[str],
+    capture: BaseModel | None,
+    changes: LaunchChanges | None = None,
+) -> str:
     h = hashlib.sha256(_content_hash(run).encode())
     h.update(json.dumps(sorted(policies)).encode())
     if capture is not None:
         h.update(capture.model_dump_json(exclude={"out_dir", "run_id"}).encode())
+    if changes is not None and not changes.empty():
+        h.update(changes.model_dump_json().encode())
     return h.hexdigest()[:12]
 
 
@@ -354,20 +436,25 @@ def materialize(
     timeout_s: float = 600.0,
     reuse: bool = True,
     progress: Progress | None = None,
+    changes: LaunchChanges | None = None,
 ) -> RunOutcome:
     """Launch ``run`` into ``workspace/runs/<name>/<label>-<key>``; reuse a finished one.
 
-    Raises InputError for a run that cannot be launched (no commands, nothing under
-    ``{out}``, a missing program or working directory, an unresolvable source revision).
-    A run that starts and then fails comes back with ``ok`` false and ``error`` set.
+    ``changes`` are a rerun's environment overrides and function patches (see
+    :mod:`triage_agent.interventions`); they are part of the key. Raises InputError for a
+    run that cannot be launched (no commands, nothing under ``{out}``, a missing program or
+    working directory, an unresolvable source revision). A run that starts and then fails
+    comes back with ``ok`` false and ``error`` set.
     """
     from .fingerprint import CaptureConfig, capture_command
+    from .provenance import capture as provenance
 
     say = progress or (lambda _msg: None)
-    env = _launch_env(run)
+    changes = changes or LaunchChanges()
+    env = launch_env(run, changes)
     check_launchable(run, env)
     pols = list(policies or [])
-    key = run_key(run, pols, capture)
+    key = run_key(run, pols, capture, changes)
     out = (Path(workspace) / "runs" / run.name / f"{label}-{key}").resolve()
     done = out / OUTCOME_NAME
     if reuse and (prev := _reusable(done)) is not None:
@@ -379,6 +466,11 @@ def materialize(
         shutil.rmtree(out)  # a failed, unfinished or refused attempt: start clean
     out.mkdir(parents=True)
     argvs = [expand(a, out) for a in run.launch]
+    report = out / "patches.report.jsonl"
+    if changes.patches:
+        spec = PatchFile(patches=changes.patches, report=str(report))
+        (out / "patches.json").write_text(spec.model_dump_json(indent=1))
+        env[PATCHES_ENV] = str(out / "patches.json")
     outcome = RunOutcome(
         run=run.name,
         label=label,
@@ -387,8 +479,15 @@ def materialize(
         argv=argvs,
         policies=pols,
         key=key,
+        cwd=str(Path(run.cwd or ".").resolve()),
+        env_overrides=changes.env,
+        interventions=changes.described,
+        provenance=provenance(
+            repos={run.name: run.cwd} if run.cwd else None,
+            environ=env,
+            import_torch="torch" in sys.modules,
+        ),
     )
-    t0 = time.monotonic()
     segments: list[Path] = []
     for k, argv in enumerate(argvs):
         say(f"{run.name}/{label}: command {k + 1}/{len(argvs)}: {' '.join(run.launch[k][:4])} ...")
@@ -403,6 +502,7 @@ def materialize(
             argv, cfg, cwd=run.cwd, env=env, timeout_s=timeout_s, log_dir=out / "logs" / f"seg{k}"
         )
         outcome.exit_codes.append(124 if res.timed_out or res.exit_code is None else res.exit_code)
+        outcome.launch_seconds.append(res.duration_s)
         outcome.logs += [p for p in (res.stdout_log, res.stderr_log) if p]
         outcome.warnings += res.warnings
         segments.append(seg)
@@ -416,7 +516,10 @@ def materialize(
                 f"(log: {res.stderr_log})"
             )
             break
-    outcome.seconds = time.monotonic() - t0
+    outcome.seconds = round(sum(outcome.launch_seconds), 3)
+    if changes.patches:
+        # a patch no process reports is listed too: it never took effect
+        outcome.patches = {p.target: {} for p in changes.patches} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"
     if capture is not None and getattr(capture, "level", "none") != "none":

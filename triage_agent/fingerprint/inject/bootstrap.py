@@ -4,9 +4,12 @@
    file (or an unknown policy) stops the process with a one-line message and exit code 2,
    rather than letting it run untraced or without the policy.
 2. Apply ``config.policies`` (always, also for level ``none``: a policy-only relaunch).
-3. Unless the level is ``none``, install a :class:`Tracer` with automatic step boundaries,
+3. Apply the function patches (suppress / replace) of the file named by ``TRIAGE_PATCHES``,
+   now for modules already imported and on first import for the others; a bad file stops
+   the process the same way.
+4. Unless the level is ``none``, install a :class:`Tracer` with automatic step boundaries,
    closed at exit (``status: error`` when the process dies of an exception).
-4. Run any other ``sitecustomize`` that ours shadows on ``sys.path``.
+5. Run any other ``sitecustomize`` that ours shadows on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from pydantic import ValidationError
 
 from ...errors import TriageError
+from ...policies import PATCHES_ENV, PatchFile, apply_patches
 from ..config import CONFIG_ENV, load_config
 from . import INJECT_DIR
 
@@ -27,6 +31,7 @@ _state: dict[str, object] = {}
 
 
 def main() -> None:
+    _patch()
     path = os.environ.get(CONFIG_ENV)
     if path:
         try:
@@ -47,6 +52,22 @@ def main() -> None:
         if config.level != "none":
             _install(config)
     _chain()
+
+
+def _patch() -> None:
+    path = os.environ.get(PATCHES_ENV)
+    if not path:
+        return
+    try:
+        with open(path) as f:
+            spec = PatchFile.model_validate_json(f.read())
+        apply_patches(spec)
+    except OSError as exc:
+        _die(f"cannot read the patch file {path}: {exc.strerror}")
+    except ValidationError as exc:
+        _die(f"invalid patch file {path}: {exc.errors()[0]['msg']}")
+    except TriageError as exc:
+        _die(str(exc).splitlines()[0])
 
 
 def _die(msg: str) -> None:

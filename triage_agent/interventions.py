@@ -1,0 +1,668 @@
+"""The intervention vocabulary: change one thing in one run, rerun it uninstrumented, compare.
+
+One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
+(``rerun_with_intervention``) and the workflow. Each intervention is one line of text:
+
+=============================================  =========  ===========================================
+``env KEY=VALUE`` / ``unset KEY``              env        set / remove a variable in every process
+``config a.b.c=VALUE``                         config     a key of the JSON config file the run's
+                                                          argv names (VALUE is JSON, else a string),
+                                                          written to a copy the argv then names
+``config --flag=VALUE``                        config     set (or add) a launch flag in every command
+``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
+``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
+``restore-rng`` / ``deterministic``            policy     the run policies of :mod:`.policies`
+``revert path[,path...]``                      revert     files back to the other run's revision
+=============================================  =========  ===========================================
+
+:func:`rerun` applies the interventions to a copy of the run's launch (nothing in the user's
+tree is edited) and launches it through :func:`triage_agent.runs.materialize`, cached by
+what changed; :func:`compare_runs` compares the metric fingerprints of two outcomes over
+every step and rank. A ``revert`` is parsed and modelled here but applied by the workflow's
+fix check, which prepares a checkout and passes it as ``source_dir``.
+
+Limits: a JSON config the script builds in Python (``deepspeed.initialize(config=dict)``)
+is not in the argv and cannot be changed by ``config``; ``suppress``/``replace`` cannot
+reach functions of the ``__main__`` script (put them in a module) and say so when the patched
+function was never called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from .errors import InputError
+from .ledger import Ledger
+from .metrics import diff_metrics, load_metrics
+from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
+from .records import Case, Evidence, EvidenceKind, EvidenceResult, RunSpec
+from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_record
+
+ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--config")
+MAX_HASHED_BYTES = 16 << 20
+# Variables that make a process load code: refused from callers who may not run code.
+CODE_ENV = frozenset(
+    {
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PYTHONUSERBASE",
+        "PYTHONBREAKPOINT",
+        "PYTHONEXECUTABLE",
+        "PYTHONINSPECT",
+        "BASH_ENV",
+        "ENV",
+    }
+)
+
+
+class EnvIntervention(BaseModel):
+    kind: Literal["env"] = "env"
+    key: str = Field(pattern=ENV_KEY_RE.pattern)
+    value: str | None = Field(description="None removes the variable")
+
+
+class ConfigIntervention(BaseModel):
+    kind: Literal["config"] = "config"
+    key: str = Field(description="a dotted JSON path (a.b.c) or a launch flag (--flag)")
+    value: Any = Field(description="JSON for a config key, the literal text for a flag")
+
+    @property
+    def is_flag(self) -> bool:
+        return self.key.startswith("--")
+
+
+class SuppressIntervention(BaseModel):
+    kind: Literal["suppress"] = "suppress"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
+class ReplaceIntervention(BaseModel):
+    kind: Literal["replace"] = "replace"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+    replacement: str = Field(pattern=CALLABLE_RE.pattern)
+
+
+class PolicyIntervention(BaseModel):
+    kind: Literal["policy"] = "policy"
+    policy: Literal["restore-rng", "deterministic"]
+
+
+class RevertIntervention(BaseModel):
+    kind: Literal["revert"] = "revert"
+    paths: list[str] = Field(min_length=1, description="repository-relative files")
+
+
+Intervention = Annotated[
+    EnvIntervention
+    | ConfigIntervention
+    | SuppressIntervention
+    | ReplaceIntervention
+    | PolicyIntervention
+    | RevertIntervention,
+    Field(discriminator="kind"),
+]
+INTERVENTION = TypeAdapter(Intervention)
+
+FORMS = (
+    "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, "
+    "suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
+    "restore-rng, deterministic, revert path[,path...]"
+)
+
+
+def _bad(text: str, why: str) -> InputError:
+    return InputError(f"intervention {text!r}: {why} (forms: {FORMS})")
+
+
+def parse_intervention(text: str) -> Intervention:
+    """One intervention from its text form; a one-line InputError for anything else."""
+    line = " ".join(str(text).split())
+    word, _, rest = line.partition(" ")
+    try:
+        if word in POLICIES and not rest:
+            return PolicyIntervention(policy=word)  # type: ignore[arg-type]
+        if word == "env":
+            key, eq, value = rest.partition("=")
+            if not eq or not ENV_KEY_RE.fullmatch(key):
+                raise _bad(text, "expected env KEY=VALUE with KEY a variable name")
+            return EnvIntervention(key=key, value=value)
+        if word == "unset":
+            if not ENV_KEY_RE.fullmatch(rest):
+                raise _bad(text, "expected unset KEY with KEY a variable name")
+            return EnvIntervention(key=rest, value=None)
+        if word == "config":
+            return _parse_config(text, rest)
+        if word == "suppress":
+            if not CALLABLE_RE.fullmatch(rest):
+                raise _bad(text, "expected suppress pkg.module:Qualified.name")
+            return SuppressIntervention(target=_not_main(text, rest))
+        if word == "replace":
+            target, eq, repl = rest.partition("=")
+            if not eq or not CALLABLE_RE.fullmatch(target) or not CALLABLE_RE.fullmatch(repl):
+                raise _bad(text, "expected replace pkg.mod:Qual.name=pkg2.mod:func")
+            return ReplaceIntervention(target=_not_main(text, target), replacement=repl)
+        if word == "revert":
+            paths = [p.strip() for p in rest.split(",") if p.strip()]
+            if not paths or any(Path(p).is_absolute() or ".." in Path(p).parts for p in paths):
+                raise _bad(text, "expected revert path[,path...] of repository-relative files")
+            return RevertIntervention(paths=paths)
+    except ValidationError as exc:
+        raise _bad(text, exc.errors()[0]["msg"]) from None
+    raise _bad(text, f"unknown kind {word!r}" if word else "empty")
+
+
+def _not_main(text: str, target: str) -> str:
+    if target.startswith("__main__:"):
+        raise _bad(
+            text,
+            "a function of the __main__ script cannot be patched: it runs before any "
+            "patch could apply; name the module it is defined in",
+        )
+    return target
+
+
+def _parse_config(text: str, rest: str) -> ConfigIntervention:
+    key, eq, raw = rest.partition("=")
+    if not eq or not key:
+        raise _bad(text, "expected config a.b.c=VALUE or config --flag=VALUE")
+    if key.startswith("--"):
+        if not re.fullmatch(r"--[A-Za-z0-9][\w.-]*", key):
+            raise _bad(text, f"{key!r} is not a launch flag")
+        return ConfigIntervention(key=key, value=raw)
+    if not all(re.fullmatch(r"[\w-]+", part) for part in key.split(".")):
+        raise _bad(text, f"{key!r} is not a dotted key path (a.b.c)")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word: the string itself
+    return ConfigIntervention(key=key, value=value)
+
+
+def to_text(iv: Intervention) -> str:
+    """The text form :func:`parse_intervention` reads back to the same intervention."""
+    match iv:
+        case EnvIntervention(key=k, value=None):
+            return f"unset {k}"
+        case EnvIntervention(key=k, value=v):
+            return f"env {k}={v}"
+        case ConfigIntervention(key=k, value=v):
+            return f"config {k}={v if iv.is_flag else json.dumps(v)}"
+        case SuppressIntervention(target=t):
+            return f"suppress {t}"
+        case ReplaceIntervention(target=t, replacement=r):
+            return f"replace {t}={r}"
+        case PolicyIntervention(policy=p):
+            return p
+        case RevertIntervention(paths=ps):
+            return "revert " + ",".join(ps)
+    raise AssertionError(iv)  # pragma: no cover - the union is closed
+
+
+def describe(iv: Intervention) -> str:
+    """The one thing changed, as a reviewer reads it in the discriminator table."""
+    match iv:
+        case EnvIntervention(key=k, value=None):
+            return f"unset {k}"
+        case EnvIntervention(key=k, value=v):
+            return f"set {k}={v}"
+        case ConfigIntervention(key=k, value=v) if iv.is_flag:
+            return f"launch flag {k}={v}"
+        case ConfigIntervention(key=k, value=v):
+            return f"config key {k} = {json.dumps(v)}"
+        case SuppressIntervention(target=t):
+            return f"{t} suppressed (returns None)"
+        case ReplaceIntervention(target=t, replacement=r):
+            return f"{t} replaced by {r}"
+        case PolicyIntervention(policy=p):
+            return f"policy {p} ({POLICY_HELP[p]})"
+        case RevertIntervention(paths=ps):
+            return f"{', '.join(ps)} reverted to the other run's revision"
+    raise AssertionError(iv)  # pragma: no cover
+
+
+def check_untrusted(iv: Intervention) -> Intervention:
+    """Refuse, for a caller that may not run code of its choosing, what would let it.
+
+    A variable that makes a process load code (``LD_PRELOAD``, ``PYTHONPATH``, ...) or
+    drives this project's own machinery (``TRIAGE_*``), and a replacement taken from the
+    standard library (``os:system``), are refused; the rest changes data, not code.
+    """
+    if isinstance(iv, EnvIntervention) and (iv.key in CODE_ENV or iv.key.startswith("TRIAGE_")):
+        raise InputError(f"intervention on {iv.key} is refused here: it selects code to run")
+    if isinstance(iv, ReplaceIntervention):
+        top = iv.replacement.split(":", 1)[0].split(".", 1)[0]
+        if top in sys.stdlib_module_names:
+            raise InputError(
+                f"replacement {iv.replacement!r} is refused here: a standard-library "
+                "function is not a fix; name one from the case's own code"
+            )
+    return iv
+
+
+# -- applying them -----------------------------------------------------------------------------
+def _pick_run(case: Case, run: str) -> tuple[RunSpec, RunSpec]:
+    """(the run to rerun, the other one) by 'a'/'b' or by name."""
+    a, b = case.run_a, case.run_b
+    for key, pair in (("a", (a, b)), ("b", (b, a)), (a.name, (a, b)), (b.name, (b, a))):
+        if run == key:
+            return pair
+    raise InputError(f"unknown run {run!r}: 'a', 'b', {a.name!r} or {b.name!r}")
+
+
+def _config_arg(argv: list[str]) -> tuple[int, str, str] | None:
+    """(index, prefix, path) of the JSON config a command names, or None."""
+    for i, a in enumerate(argv):
+        for flag in CONFIG_FLAGS:
+            if a == flag and i + 1 < len(argv):
+                return i + 1, "", argv[i + 1]
+            if a.startswith(flag + "="):
+                return i, flag + "=", a[len(flag) + 1 :]
+    named = [(i, a) for i, a in enumerate(argv) if a.endswith(".json") and not a.startswith("-")]
+    if len(named) > 1:
+        raise InputError(
+            f"the command names {len(named)} JSON files ({', '.join(a for _, a in named[:3])}): "
+            "name the config with --deepspeed_config so it can be told apart"
+        )
+    return (named[0][0], "", named[0][1]) if named else None
+
+
+def _set_key(doc: Any, key: str, value: Any, where: Path) -> None:
+    *path, last = key.split(".")
+    node = doc
+    for part in path:
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            node = node.setdefault(part, {})
+        else:
+            raise InputError(f"config key {key!r}: {part!r} is inside a non-object in {where}")
+    if isinstance(node, list) and last.isdigit() and int(last) < len(node):
+        node[int(last)] = value
+    elif isinstance(node, dict):
+        node[last] = value
+    else:
+        raise InputError(f"config key {key!r}: its parent is not an object in {where}")
+
+
+def _with_config(run: RunSpec, keys: list[ConfigIntervention], scratch: Path) -> RunSpec:
+    """The run with each command's JSON config replaced by a changed copy under ``scratch``."""
+    launch: list[list[str]] = []
+    found = False
+    for argv in run.launch:
+        argv = list(argv)
+        spot = _config_arg(argv)
+        if spot is not None:
+            i, prefix, name = spot
+            if "{" in name:  # {out}: written by an earlier command of the run
+                raise InputError(
+                    f"config file {name!r} is made by the run itself: it cannot be changed before"
+                )
+            src = Path(run.cwd or ".") / name
+            try:
+                doc = json.loads(src.read_text())
+            except OSError as exc:
+                raise InputError(
+                    f"config file {src} named in the run's argv: {exc.strerror}"
+                ) from None
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"config file {src} is not JSON: {exc.msg} (line {exc.lineno})"
+                ) from None
+            for iv in keys:
+                _set_key(doc, iv.key, iv.value, src)
+            text = json.dumps(doc, indent=1, sort_keys=True)
+            copy = scratch / hashlib.sha256(text.encode()).hexdigest()[:12] / Path(name).name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(text)
+            argv[i] = prefix + str(copy)
+            found = True
+        launch.append(argv)
+    if not found:
+        raise InputError(
+            f"run {run.name!r} names no JSON config file in its argv ({', '.join(CONFIG_FLAGS)} "
+            "or one *.json argument): a config key cannot be changed"
+        )
+    return run.model_copy(update={"launch": launch})
+
+
+def _with_flag(argv: list[str], flag: str, value: str) -> list[str]:
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a.startswith(flag + "="):
+            out[i] = f"{flag}={value}"
+            return out
+        if a == flag:
+            has_value = i + 1 < len(out) and not out[i + 1].startswith("--")
+            out[i : i + 2 if has_value else i + 1] = [f"{flag}={value}"]
+            return out
+    return [*out, f"{flag}={value}"]
+
+
+def _tree_digest(root: Path, skip: Path) -> str:
+    """Content digest of a source directory (git's and the workspace's files left out).
+
+    A file above MAX_HASHED_BYTES (a checkpoint, a data shard) counts by size and mtime.
+    """
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if {".git", "__pycache__"} & set(rel.parts) or p.is_relative_to(skip) or not p.is_file():
+            continue
+        st = p.stat()
+        big = st.st_size > MAX_HASHED_BYTES
+        h.update(str(rel).encode() + b"\0")
+        h.update(f"{st.st_size}:{st.st_mtime_ns}".encode() if big else p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _in_source_dir(run: RunSpec, source_dir: Path) -> RunSpec:
+    """The run launched from a prepared copy of its checkout (or of its working directory).
+
+    The run's working directory, and argv/env paths inside the checkout, map to the same
+    place in the copy: a copy of a repository's work tree keeps its layout.
+    """
+    import git
+
+    src = source_dir.resolve()
+    if not src.is_dir():
+        raise InputError(f"source directory {source_dir} does not exist")
+    cwd = Path(run.cwd or ".").resolve()
+    try:
+        root = Path(git.Repo(cwd, search_parent_directories=True).working_tree_dir).resolve()
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        root = cwd
+    new_cwd = src / cwd.relative_to(root)
+    if not new_cwd.is_dir():
+        raise InputError(f"source directory {src} has no {cwd.relative_to(root)} (the run's cwd)")
+
+    def move(text: str) -> str:
+        return str(src / Path(text).relative_to(root)) if Path(text).is_relative_to(root) else text
+
+    return run.model_copy(
+        update={
+            "cwd": str(new_cwd),
+            "launch": [[move(a) if a.startswith("/") else a for a in argv] for argv in run.launch],
+            "env": {k: move(v) if v.startswith("/") else v for k, v in run.env.items()},
+        }
+    )
+
+
+def plan(
+    run: RunSpec,
+    interventions: list[Intervention],
+    workspace: Path,
+    source_dir: Path | None = None,
+) -> tuple[RunSpec, list[str], LaunchChanges]:
+    """The changed run, its policies and launch changes. Nothing is launched; changed
+    config files are written under ``<workspace>/interventions``."""
+    scratch = Path(workspace) / "interventions"
+    if not interventions and source_dir is None:
+        raise InputError(
+            "no intervention given: name one, e.g. --intervene 'env OMP_NUM_THREADS=1'"
+        )
+    reverts = [iv for iv in interventions if isinstance(iv, RevertIntervention)]
+    if reverts and source_dir is None:
+        raise InputError(
+            "a revert is applied by the fix check, which prepares the reverted checkout; "
+            "give that checkout as the source directory"
+        )
+    targets = [
+        iv.key for iv in interventions if isinstance(iv, EnvIntervention | ConfigIntervention)
+    ]
+    targets += [
+        iv.target
+        for iv in interventions
+        if isinstance(iv, SuppressIntervention | ReplaceIntervention)
+    ]
+    dup = next((t for t in targets if targets.count(t) > 1), None)
+    if dup is not None:
+        raise InputError(f"{dup} is changed twice: each intervention changes one thing once")
+    changes = LaunchChanges(described=[describe(iv) for iv in interventions])
+    if source_dir is not None:
+        run = _in_source_dir(run, source_dir)
+        changes.source_digest = _tree_digest(Path(source_dir).resolve(), Path(workspace).resolve())
+    keys = [iv for iv in interventions if isinstance(iv, ConfigIntervention) and not iv.is_flag]
+    if keys:
+        run = _with_config(run, keys, scratch / "configs")
+    policies: list[str] = []
+    launch = [list(a) for a in run.launch]
+    for iv in interventions:
+        match iv:
+            case EnvIntervention(key=k, value=v):
+                changes.env[k] = v
+            case ConfigIntervention(key=k, value=v) if iv.is_flag:
+                launch = [_with_flag(argv, k, str(v)) for argv in launch]
+            case SuppressIntervention(target=t):
+                changes.patches.append(FunctionPatch(target=t))
+            case ReplaceIntervention(target=t, replacement=r):
+                changes.patches.append(FunctionPatch(target=t, replacement=r))
+            case PolicyIntervention(policy=p):
+                policies.append(p)
+    return run.model_copy(update={"launch": launch}), policies, changes
+
+
+def rerun(
+    case: Case,
+    run: str,
+    interventions: list[Intervention],
+    *,
+    workspace: Path,
+    timeout_s: float = 600.0,
+    source_dir: Path | None = None,
+    progress: Progress | None = None,
+    reuse: bool = True,
+) -> RunOutcome:
+    """Rerun one run of the case, uninstrumented, with the interventions applied.
+
+    ``source_dir`` runs it from a prepared copy of its checkout (how a ``revert`` is
+    applied: the fix check builds the copy). Cached by everything that changed. Raises
+    InputError before launching for what cannot be applied; a rerun that starts and fails
+    comes back with ``ok`` false.
+    """
+    spec, _other = _pick_run(case, run)
+    ws = Path(workspace)
+    changed, policies, changes = plan(spec, interventions, ws, source_dir)
+    tag = json.dumps([to_text(iv) for iv in interventions] + [changes.source_digest])
+    label = "intervene-" + hashlib.sha256(tag.encode()).hexdigest()[:10]
+    return materialize(
+        changed,
+        ws,
+        label,
+        policies=policies,
+        timeout_s=timeout_s,
+        reuse=reuse,
+        progress=progress,
+        changes=changes,
+    )
+
+
+# -- comparing ---------------------------------------------------------------------------------
+class StepMatch(BaseModel):
+    all_match: bool = Field(description="every step of every rank has the same metric bits")
+    first_differing_step: int | None = None
+    steps: int = Field(description="steps both runs hold, compared")
+    ranks: list[int] = Field(default_factory=list, description="ranks compared")
+    note: str = ""
+
+    def said(self) -> str:
+        """One line: 'all 41 steps match' / 'first differing step 3'."""
+        if self.all_match:
+            return f"all {self.steps} steps match"
+        if self.first_differing_step is not None:
+            return f"first differing step {self.first_differing_step}"
+        return f"not a match: {self.note}"
+
+
+def compare_runs(case: Case, a: RunOutcome, b: RunOutcome) -> StepMatch:
+    """Compare two outcomes' metric bits over every step and rank.
+
+    A rank or a step that one run has and the other lacks is never "all match", nor is a
+    failed run, a run without metrics, or a patch that never took effect.
+    """
+    for o in (a, b):
+        if not o.ok:
+            return StepMatch(all_match=False, steps=0, note=f"run {o.run} failed: {o.error}")
+    try:
+        d = diff_metrics(load_metrics(a.metrics or ""), load_metrics(b.metrics or ""))
+    except InputError as exc:
+        return StepMatch(all_match=False, steps=0, note=f"metrics cannot be compared: {exc}")
+    base = {"steps": len(d.common_steps), "ranks": d.ranks}
+    if d.first_step is not None:
+        m = d.mismatches[0]
+        note = f"rank {m.rank} {m.metric} differs first at step {d.first_step}"
+        return StepMatch(all_match=False, first_differing_step=d.first_step, note=note, **base)
+    if not d.complete:
+        return StepMatch(
+            all_match=False, note=f"equal where both have data, but {d.gaps()}", **base
+        )
+    if not d.common_steps:
+        return StepMatch(all_match=False, note="the runs share no step", **base)
+    idle = untaken_patches(b) + untaken_patches(a)
+    if idle:
+        return StepMatch(all_match=False, note="; ".join(idle), **base)
+    steps = d.common_steps
+    return StepMatch(all_match=True, note=f"steps {steps[0]}..{steps[-1]}, ranks {d.ranks}", **base)
+
+
+def untaken_patches(o: RunOutcome) -> list[str]:
+    """A patch that no process applied, or whose function no process called, tested nothing."""
+    said = []
+    for target, events in o.patches.items():
+        if not events.get("patched"):
+            said.append(
+                f"{target} was never patched: no process of run {o.run} imported its module"
+            )
+        elif not events.get("called"):
+            said.append(f"{target} was patched but never called in run {o.run}")
+    return said
+
+
+# -- recording ---------------------------------------------------------------------------------
+class InterventionResult(BaseModel):
+    """A rerun with interventions, compared with the other run's baseline, and its evidence."""
+
+    run: str = Field(description="the run the interventions were applied to")
+    compared_with: str
+    interventions: list[str] = Field(description="their text forms")
+    changed: list[str] = Field(description="the one thing each changed, said")
+    match: StepMatch
+    line: str = Field(description="'all 41 steps match' / 'first differing step 3'")
+    result: EvidenceResult
+    outcome: RunOutcome
+    baseline: RunOutcome
+    evidence_id: str
+
+
+def _result(m: StepMatch, ok: bool, hypotheses: list[str]) -> EvidenceResult:
+    if not ok:
+        return EvidenceResult.error
+    if not hypotheses:
+        return EvidenceResult.observed  # a measurement; what it supports is the caller's to say
+    if m.all_match:
+        return EvidenceResult.supported
+    return (
+        EvidenceResult.refuted
+        if m.first_differing_step is not None
+        else EvidenceResult.inconclusive
+    )
+
+
+def intervene(
+    case: Case,
+    run: str,
+    interventions: list[Intervention],
+    *,
+    ledger: Ledger,
+    hypotheses: list[str] | None = None,
+    timeout_s: float | None = None,
+    source_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> InterventionResult:
+    """Rerun ``run`` with the interventions, compare with the other run's baseline, record it.
+
+    The evidence is a ``rerun``: supported when it names hypotheses and every step and rank
+    matches, refuted when a step still differs, inconclusive when the comparison is partial,
+    error when a run failed, observed when it names no hypothesis.
+    """
+    hyps = list(hypotheses or [])
+    ledger.require_hypotheses(hyps)
+    spec, other = _pick_run(case, run)
+    limit = min(timeout_s or case.timeout_s, case.timeout_s)
+    ws = Path(ledger.workspace)
+    base = materialize(other, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
+    out = rerun(
+        case,
+        run,
+        interventions,
+        workspace=ws,
+        timeout_s=limit,
+        source_dir=source_dir,
+        progress=progress,
+    )
+    m = compare_runs(case, base, out)
+    result = _result(m, base.ok and out.ok, hyps)
+    changed = [describe(iv) for iv in interventions]
+    summary = (
+        f"run {spec.name} rerun uninstrumented with {'; '.join(changed) or 'its prepared source'}, "
+        f"against run {other.name}'s baseline: {m.said()}"
+        + (f" ({m.note})" if m.note and not m.said().endswith(m.note) else "")
+    )
+    arts = []
+    if out.ok and out.metrics and Path(out.metrics).exists():
+        files = (
+            [Path(out.metrics)]
+            if Path(out.metrics).is_file()
+            else sorted(Path(out.metrics).glob("metrics_rank*.jsonl"))
+        )
+        arts = [ledger.artifact(f, role=f"metrics {spec.name} rerun") for f in files]
+    record = rerun_record(out)
+    ev = ledger.add_evidence(
+        Evidence(
+            hypotheses=hyps,
+            kind=EvidenceKind.rerun,
+            result=result,
+            summary=summary,
+            argv=out.argv[0] if len(out.argv) == 1 else None,
+            provenance=out.provenance,
+            data={
+                "interventions": [to_text(iv) for iv in interventions],
+                "changed": changed,
+                "applied_to": spec.name,
+                "compared_with": other.name,
+                "source_dir": str(source_dir) if source_dir else None,
+                "match": m.model_dump(mode="json"),
+                "first_step": m.first_differing_step,
+                "common_steps": m.steps,
+                "rerun": record.model_dump(mode="json"),
+                "out_dir": out.out_dir,
+                "error": out.error or base.error,
+            },
+            artifacts=arts,
+            duration_s=record.seconds,
+        )
+    )
+    return InterventionResult(
+        run=spec.name,
+        compared_with=other.name,
+        interventions=[to_text(iv) for iv in interventions],
+        changed=changed,
+        match=m,
+        line=m.said(),
+        result=result,
+        outcome=out,
+        baseline=base,
+        evidence_id=ev.id,
+    )
