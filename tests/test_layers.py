@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BOTTOM = ("triage_agent.records", "triage_agent.errors", "triage_agent.paths")
+BOTTOM = (
+    "triage_agent.records",
+    "triage_agent.errors",
+    "triage_agent.paths",
+    "triage_agent.evidence_data",
+)
 OURS = ("triage_agent", "probes", "reproducers", "mcp_server")
 
 
