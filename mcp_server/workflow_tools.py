@@ -15,13 +15,15 @@ launch bounded by ``timeout_s`` and the case's own timeout); the workflow's
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from triage_agent.errors import InputError
 from triage_agent.policies import POLICIES, POLICY_HELP, check
 from triage_agent.records import Case, Evidence, EvidenceResult, Verdict
 from triage_agent.workflow.characterize import MismatchReport
+from triage_agent.workflow.engine import RunOptions
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
 from .spec import ID_PATTERN, In, Progress
@@ -40,10 +42,10 @@ def _status(progress: Progress, prefix: str = "") -> tuple[list[int], object]:
 
 def _baseline_a(ws: Workspace, case: Case, timeout_s: float, status) -> str:
     """Run A's uninstrumented baseline metrics (both baselines are made, cached afterwards)."""
-    from triage_agent.workflow.engine import RunOptions, baselines
+    from triage_agent.workflow.engine import baselines
 
     ws.output_dir("runs")
-    ma, _mb = baselines(case, ws.ledger, RunOptions(timeout_s=timeout_s), status)
+    ma, _mb = baselines(case, ws.ledger, status)
     if ma is None:
         raise InputError(
             "the case's runs are not relaunchable: each needs launch commands and metrics "
@@ -198,20 +200,25 @@ def revert_file(ws: Workspace, args: RevertFileIn, progress: Progress) -> FixChe
 
 
 # -- the whole workflow ----------------------------------------------------------------------
-class RunWorkflowIn(In):
-    mismatch_step: int | None = Field(
-        default=None, ge=0, le=10**9, description="the step you believe first differs"
-    )
-    budget_minutes: int = Field(
-        default=30, ge=1, le=240, description="checked between stages, not inside a launch"
-    )
-    max_hypotheses: int = Field(default=3, ge=1, le=20, description="tested in stage 1")
-    confirm_trace: bool = Field(
-        default=True,
-        description="trace even when stage 1 supported a hypothesis, to check that it is the "
-        "first divergence observed",
-    )
-    timeout_s: float = Field(default=600.0, gt=0, le=3600, description="per launch command")
+def _tool_bounds(model: type[BaseModel], **bounds: dict) -> dict:
+    """The library's fields for a tool input, with the tighter bounds a tool call gets
+    (defaults and descriptions stay the library's own)."""
+    return {
+        name: (Annotated[info.annotation, Field(**bounds.get(name, {}))], info)
+        for name, info in model.model_fields.items()
+    }
+
+
+RunWorkflowIn = create_model(
+    "RunWorkflowIn",
+    __base__=In,
+    __doc__="Bounds of one headless workflow run (the library's RunOptions).",
+    **_tool_bounds(
+        RunOptions,
+        budget_minutes={"ge": 1, "le": 240},
+        timeout_s={"le": 3600},
+    ),
+)
 
 
 class RunWorkflowOut(BaseModel):
@@ -228,19 +235,14 @@ def run_workflow(ws: Workspace, args: RunWorkflowIn, progress: Progress) -> RunW
     relaunchable, one-policy fix validation uninstrumented, and the verdict, all recorded in
     the ledger. Resumable: finished stages are not redone. Progress is reported per stage.
     A case with launch commands must be the startup case file's."""
-    from triage_agent.workflow.engine import RunOptions
     from triage_agent.workflow.engine import run_workflow as run
 
     case = ws.require_case()
     if any(r.launch for r in (case.run_a, case.run_b)):
         ws.require_launch()
         ws.output_dir("runs")
-    opts = RunOptions(
-        mismatch_step=args.mismatch_step,
-        budget_minutes=float(args.budget_minutes),
-        max_hypotheses=args.max_hypotheses,
-        confirm_trace=args.confirm_trace,
-        timeout_s=min(args.timeout_s, case.timeout_s),
+    opts = RunOptions.model_validate(
+        {**args.model_dump(), "timeout_s": min(args.timeout_s, case.timeout_s)}
     )
     count, status = _status(progress)
     res = run(case, ws.ledger, opts, status)

@@ -7,6 +7,7 @@ from triage_agent.ledger import Ledger
 from triage_agent.metrics import MetricLog
 from triage_agent.records import Case, RunSpec, SourceSpec
 from triage_agent.workflow import characterize, confirm_mismatch
+from triage_agent.workflow.stage1 import scan_request
 
 
 def _write(dir_, steps, *, diverge_at=None, resumed_from=None, ranks=(0, 1)):
@@ -87,3 +88,14 @@ def test_confirm_mismatch_records_evidence_and_warning(tmp_path):
 def test_characterize_missing_metrics_is_clear(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         characterize(_case(tmp_path))
+
+
+def test_a_difference_first_seen_at_step_1_is_the_first_update(tmp_path):
+    # a loss logged at step N reflects updates 0..N-1: step 1 is the first update's
+    _write(tmp_path / "a", range(6), ranks=(1,))
+    _write(tmp_path / "b", range(6), diverge_at=1, ranks=(1,))
+    rep = characterize(_case(tmp_path))
+    assert rep.step == 1 and rep.phases == ["first-update"]
+    assert any("first optimizer step (step 0)" in f for f in rep.facts)
+    scan = scan_request(_case(tmp_path), rep)
+    assert scan.phase == "first-step"  # the probes judge it like the first step

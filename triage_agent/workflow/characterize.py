@@ -12,7 +12,7 @@ from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics, ulp_distance
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult
 
-Phase = Literal["first-step", "resume", "gas-boundary", "multi-rank", "update"]
+Phase = Literal["first-step", "first-update", "resume", "gas-boundary", "multi-rank", "update"]
 
 
 class MismatchReport(BaseModel):
@@ -93,9 +93,21 @@ def characterize(
         phases.append("resume")
         side = "B" if any(r in (n - 1, n) for r in diff.resumes_b) else "A"
         facts.append(f"step {n} is the first step after run {side} resumed from a checkpoint")
+    # A metric logged at step N reflects the updates before it: the first step's value is
+    # the forward at initialisation, the second's the first update's.
     if diff.common_steps and n == diff.common_steps[0]:
         phases.append("first-step")
-        facts.append(f"step {n} is the first step after initialisation")
+        facts.append(
+            f"step {n} is the first step: its metrics come from the forward at "
+            "initialisation, so the difference lies in initialisation or the first batch"
+        )
+    elif len(diff.common_steps) > 1 and n == diff.common_steps[1]:
+        phases.append("first-update")
+        facts.append(
+            f"step {n} is the first step after the first update: the difference lies in "
+            f"initialisation state the forward does not read, or in the first optimizer "
+            f"step (step {diff.common_steps[0]})"
+        )
     gas = case.gradient_accumulation_steps
     if gas and gas > 1:
         phases.append("gas-boundary")

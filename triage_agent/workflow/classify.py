@@ -1,30 +1,44 @@
-"""What each hypothesis category means for a verdict and which policy tests its fix.
+"""What each hypothesis category means for a verdict, which policy tests its fix, and which
+trace events it can explain.
 
 The mapping is a statement of the project's contract, not knowledge of any case:
-- rng-state, optimizer-init, collectives: the run did something the uninterrupted or
-  reference run did not (lost state, an extra update, a race): a bug.
+- rng-state, optimizer-init, collectives, extra-call: the run did something the
+  uninterrupted or reference run did not (lost state, an extra update, a race): a bug.
 - casts, accumulation: a different but valid arithmetic order or precision: a
   numerical-policy difference, to be matched (or accepted) deliberately.
 - nondeterminism: a kernel whose result depends on scheduling: a bug against the
   repeatability contract, fixed by deterministic algorithms.
-- environment: a difference in versions or variables between the runs.
+- environment: a declared difference in environment variables between the runs.
+- config: a declared difference in a launch flag or a config key: the runs were asked to
+  compute differently, a numerical-policy difference until someone decides which is meant.
 - source-change: reverting one changed file alone makes every step match; which file is
   proven, whether its new arithmetic is wrong is not: unknown until someone reads it.
+
+"Explains" is a relation between a hypothesis and one trace event: the event is the kind
+of site the category predicts (a random op for lost RNG state, a cast op for a cast, ...),
+or it was called from the very source lines the hypothesis's findings point at. Op names
+are parsed (``namespace::op.overload``) and compared whole, never searched as substrings:
+``aten::addmm`` is no addition, ``aten::index_add_`` no accumulation order.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..records import Classification
+from pydantic import BaseModel
+
+from ..compare.result import EventRef
+from ..records import Classification, Finding
 
 CLASSIFICATION: dict[str, Classification] = {
     "rng-state": Classification.bug,
     "optimizer-init": Classification.bug,
     "collectives": Classification.bug,
     "nondeterminism": Classification.bug,
+    "extra-call": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
+    "config": Classification.policy_difference,
     "environment": Classification.environment,
 }
 
@@ -45,33 +59,173 @@ FIX_TEXT: dict[str, str] = {
     "accumulation": "accumulate in the reference's order and dtype (or declare the new order a policy)",
     "optimizer-init": "make optimizer initialisation side-effect free: no step, decay or counter advance before the first real step",
     "collectives": "wait on async handles before reading their buffers; record_stream buffers handed to other streams; guard empty contributions",
-    "environment": "align the environment (versions and numerics variables) between the runs",
+    "environment": "align the environment variable between the runs (or pin it in the job itself)",
+    "config": "give both runs the same value for that setting, or declare the difference a numerical policy",
+    "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
 }
 
-_RANDOM_OPS = re.compile(
-    r"dropout|bernoulli|rand|normal_|uniform_|multinomial|exponential_|geometric_|cauchy_|log_normal_",
-    re.I,
+# Base op names (the in-place trailing '_' dropped) of each family, compared whole.
+RANDOM_OPS = frozenset(
+    {
+        "bernoulli",
+        "dropout",
+        "native_dropout",
+        "feature_dropout",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "fused_dropout",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "randint",
+        "randint_like",
+        "randperm",
+        "normal",
+        "uniform",
+        "multinomial",
+        "exponential",
+        "geometric",
+        "cauchy",
+        "log_normal",
+        "random",
+        "poisson",
+        "rrelu_with_noise",
+    }
 )
-_ATOMIC_OPS = re.compile(
-    r"index_add|scatter_add|scatter_reduce|index_put|embedding_dense_backward|_embedding_bag|put_|histc|bincount|cumsum",
-    re.I,
+ATOMIC_OPS = frozenset(
+    {
+        "index_add",
+        "index_reduce",
+        "scatter_add",
+        "scatter_reduce",
+        "index_put",
+        "_index_put_impl",
+        "put",
+        "embedding_dense_backward",
+        "_embedding_bag",
+        "_embedding_bag_backward",
+        "_embedding_bag_dense_backward",
+        "histc",
+        "bincount",
+        "cumsum",
+    }
+)
+CAST_OPS = frozenset(
+    {
+        "_to_copy",
+        "to",
+        "copy",
+        "type_as",
+        "_autocast_to_reduced_precision",
+        "_autocast_to_full_precision",
+        "_convert_element_type",
+    }
+)
+ACCUMULATION_OPS = frozenset(
+    {"add", "sub", "sum", "nansum", "mean", "div", "_foreach_add", "_foreach_div", "cumsum"}
+)
+DROPOUT_MODULES = frozenset(
+    {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"}
 )
 
+_OP_RE = re.compile(r"^(?:(?P<ns>[A-Za-z_][\w]*)::)?(?P<op>[A-Za-z_][\w]*)(?:\.(?P<ov>[\w]+))?$")
 
-def explains(category: str, event: dict) -> bool:
-    """Whether a trace origin event is the kind of site a hypothesis category predicts."""
-    name = f"{event.get('name', '')} {event.get('scope', '')}"
-    kind = event.get("kind", "")
-    if category == "rng-state":
-        return bool(_RANDOM_OPS.search(name)) or bool(event.get("meta", {}).get("rng_differs"))
-    if category == "nondeterminism":
-        return bool(_ATOMIC_OPS.search(name))
-    if category in ("casts", "accumulation"):
-        return kind in ("optimizer", "collective") or bool(
-            re.search(r"to_copy|copy_|add|sum|_to|div", name)
+
+class OpName(BaseModel):
+    """``aten::add_.Tensor`` as namespace ``aten``, op ``add_``, overload ``Tensor``."""
+
+    namespace: str | None
+    op: str
+    overload: str | None = None
+
+    @property
+    def base(self) -> str:
+        """The functional op an in-place variant belongs to (``add_`` -> ``add``)."""
+        return self.op[:-1] if self.op.endswith("_") and not self.op.endswith("__") else self.op
+
+
+def parse_op(name: str) -> OpName | None:
+    m = _OP_RE.match(name.strip())
+    if m is None:
+        return None
+    return OpName(namespace=m["ns"], op=m["op"], overload=m["ov"])
+
+
+class EventSite(BaseModel):
+    """What ``explains`` reads of one trace event."""
+
+    kind: str
+    scope: str = ""
+    name: str
+    op: OpName | None = None
+    caller_file: str | None = None
+    caller_line: int | None = None
+    rng_differs: bool | None = None
+
+    @classmethod
+    def of(cls, ref: EventRef, rng_differs: bool | None = None) -> EventSite:
+        file, line = _split_caller(ref.caller)
+        return cls(
+            kind=ref.kind,
+            scope=ref.scope,
+            name=ref.name,
+            op=parse_op(ref.name) if ref.kind == "op" else None,
+            caller_file=file,
+            caller_line=line,
+            rng_differs=rng_differs,
         )
+
+
+def _split_caller(caller: str | None) -> tuple[str | None, int | None]:
+    if not caller or ":" not in caller:
+        return caller, None
+    file, _, line = caller.rpartition(":")
+    return (file, int(line)) if line.isdigit() else (caller, None)
+
+
+def _same_file(event_file: str, finding_file: str) -> bool:
+    """A finding names its file relative to a scanned root; a caller names it absolute."""
+    e, f = event_file.replace("\\", "/"), finding_file.replace("\\", "/").lstrip("./")
+    return e == f or e.endswith("/" + f)
+
+
+def at_site(event: EventSite, findings: list[Finding]) -> bool:
+    """The event was called from the source lines one of the findings points at."""
+    if event.caller_file is None or event.caller_line is None:
+        return False
+    return any(
+        _same_file(event.caller_file, f.file) and f.line_start <= event.caller_line <= f.line_end
+        for f in findings
+    )
+
+
+def _op_in(event: EventSite, family: frozenset[str]) -> bool:
+    return event.op is not None and event.op.base in family
+
+
+def predicts(category: str, event: EventSite) -> bool:
+    """Whether the event is the kind of site a hypothesis of this category changes."""
+    if category == "rng-state":
+        return (
+            _op_in(event, RANDOM_OPS)
+            or (event.kind == "module" and event.name in DROPOUT_MODULES)
+            or bool(event.rng_differs)
+        )
+    if category == "nondeterminism":
+        return _op_in(event, ATOMIC_OPS)
+    if category == "casts":
+        # a cast inside an optimizer step or a collective's wire format is not traced op by op
+        return _op_in(event, CAST_OPS) or event.kind in ("optimizer", "collective")
+    if category == "accumulation":
+        return _op_in(event, ACCUMULATION_OPS) or event.kind in ("optimizer", "collective")
     if category == "collectives":
-        return kind == "collective"
+        return event.kind == "collective"
     if category == "optimizer-init":
-        return kind == "optimizer"
+        return event.kind == "optimizer"
     return False
+
+
+def explains(category: str, findings: list[Finding], event: EventSite) -> bool:
+    """A hypothesis explains a first divergence when the event is at its site or of its kind."""
+    return at_site(event, findings) or predicts(category, event)

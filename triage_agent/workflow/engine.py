@@ -5,8 +5,10 @@ stage 1 within budget -> stage 2 tracing (to hunt the origin when stage 1 explai
 nothing, or to confirm that the observed first divergence is the one a supported
 hypothesis explains) -> one-policy fix validation, uninstrumented -> verdict.
 
-Resumable: each finished stage is a `stage` event in the ledger; hypotheses already tested
-keep their evidence, so a second `triage run` after Ctrl-C continues where it stopped.
+Resumable: each finished stage is a `stage` event in the ledger that records the mismatch
+step it was computed for; hypotheses already tested keep their evidence, so a second
+`triage run` after Ctrl-C continues where it stopped, and one whose step differs (other
+metrics, other baselines) redoes what depended on the step.
 """
 
 from __future__ import annotations
@@ -30,18 +32,33 @@ from ..records import (
     Verdict,
 )
 from ..runs import OUT_TOKEN, materialize_case
-from .characterize import MismatchReport, confirm_mismatch
+from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
 from .fixcheck import bisect_changed_files, validate_fix, validate_revert
+from .markers import done_for, unchanged_since_verdict
 from .stage1 import run_stage1
+from .stage2 import Stage2Result
 
 
 class RunOptions(BaseModel):
-    mismatch_step: int | None = None
-    budget_minutes: float = 30.0
-    max_hypotheses: int = Field(default=3, ge=1, le=20)
-    confirm_trace: bool = True
-    timeout_s: float = 600.0
+    """The workflow's bounds; the CLI and the MCP tool both build their inputs from these."""
+
+    mismatch_step: int | None = Field(
+        default=None, ge=0, le=10**9, description="the step you believe first differs"
+    )
+    budget_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=7 * 24 * 60,
+        description="no new work starts after this long; checked between launches, not inside one",
+    )
+    max_hypotheses: int = Field(default=3, ge=1, le=20, description="tested in stage 1")
+    confirm_trace: bool = Field(
+        default=True,
+        description="trace even when stage 1 supported a hypothesis, to check that it is the "
+        "first divergence observed",
+    )
+    timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600, description="per launch")
 
 
 class WorkflowResult(BaseModel):
@@ -58,22 +75,7 @@ def _relaunchable(case: Case) -> bool:
     return all(r.launch and r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b))
 
 
-def _record_case(ledger: Ledger, case: Case) -> None:
-    st = ledger.state()
-    if st.case is None:
-        ledger.set_case(case)
-        return
-    old = st.case.model_dump(exclude={"mismatch_step"})
-    if old != case.model_dump(exclude={"mismatch_step"}):
-        raise InputError(
-            f"the workspace {ledger.workspace} holds a ledger for another case ({st.case.name!r}); "
-            "use --workspace DIR for this case or move the old ledger away"
-        )
-
-
-def baselines(
-    case: Case, ledger: Ledger, opts: RunOptions, status: Status
-) -> tuple[Path | None, Path | None]:
+def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, Path | None]:
     """The untraced runs' metric files, launched once and cached in the workspace."""
     if not _relaunchable(case):
         return None, None
@@ -89,24 +91,32 @@ def baselines(
     return Path(outs[0].metrics), Path(outs[1].metrics)
 
 
+def _confirm(
+    case: Case, ledger: Ledger, given: int | None, ma: Path | None, mb: Path | None
+) -> MismatchReport:
+    """Characterise (pure, cheap); record it unless the ledger holds this very result."""
+    rep = characterize(case, given, ma, mb)
+    mark = done_for(ledger.state(), "confirm", rep.step)
+    if mark is None or mark.get("given") != given:
+        rep = confirm_mismatch(case, ledger, given, ma, mb)
+        ledger.stage("confirm", "done", step=rep.step, given=given, phases=rep.phases)
+    return rep
+
+
 def run_workflow(
     case: Case, ledger: Ledger, opts: RunOptions, status: Status | None = None
 ) -> WorkflowResult:
     status = status or (lambda stage, msg: None)
     t0 = time.monotonic()
     deadline = t0 + opts.budget_minutes * 60
-    _record_case(ledger, case)
-    ma, mb = baselines(case, ledger, opts, status)
+    given = opts.mismatch_step if opts.mismatch_step is not None else case.mismatch_step
+    case = case.model_copy(update={"mismatch_step": given})
+    if ledger.record_case(case) and given is not None:
+        ledger.note(f"mismatch step given: {given}")
+    ma, mb = baselines(case, ledger, status)
 
     status("confirm", "reading metric fingerprints")
-    st = ledger.state()
-    if "confirm" not in st.stages_done():
-        rep = confirm_mismatch(case, ledger, opts.mismatch_step, ma, mb)
-        ledger.stage("confirm", "done", step=rep.step, phases=rep.phases)
-    else:
-        from .characterize import characterize
-
-        rep = characterize(case, opts.mismatch_step, ma, mb)
+    rep = _confirm(case, ledger, given, ma, mb)
     if rep.step is None:
         return WorkflowResult(
             mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message]
@@ -123,11 +133,9 @@ def run_workflow(
         deadline=deadline,
         on_status=lambda m: status("stage 1", m),
     )
-    st = ledger.state()
-    supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
+    supported = _supported(ledger)
 
-    trace_ev: Evidence | None = None
-    origin_hyp: Hypothesis | None = None
+    trace: Stage2Result | None = None
     if (
         _relaunchable(case)
         and (not supported or opts.confirm_trace)
@@ -136,22 +144,22 @@ def run_workflow(
         from .stage2 import run_stage2
 
         status("stage 2", f"tracing steps {max(rep.step - 1, 0)}-{rep.step}")
-        trace_ev, origin_hyp = run_stage2(
+        trace = run_stage2(
             case,
             ledger,
             rep,
             supported,
             timeout_s=opts.timeout_s,
+            deadline=deadline,
             on_status=lambda m: status("stage 2", m),
         )
-    candidates = _candidates(ledger, trace_ev)
-    if not candidates and origin_hyp is not None and ma is not None:
+    candidates = _candidates(ledger, trace)
+    origin_id = trace.origin_hypothesis if trace else None
+    if not candidates and origin_id is not None and ma is not None:
         # The trace origin is only a hypothesis until an intervention moves the bits.
-        origin_hyp = ledger.state().hypotheses.get(origin_hyp.id, origin_hyp)
+        origin_hyp = ledger.state().hypotheses[origin_id]
         policy = FIX_POLICY.get(origin_hyp.category)
-        if origin_hyp.status == HypothesisStatus.supported:
-            candidates = [origin_hyp]
-        elif policy and _time_left(ledger, deadline, "validating the trace origin's fix"):
+        if policy and _time_left(ledger, deadline, "validating the trace origin's fix"):
             ev = _prior_rerun(ledger, origin_hyp.id) or validate_fix(
                 case,
                 ledger,
@@ -163,7 +171,9 @@ def run_workflow(
             )
             if ev.result == EvidenceResult.supported:
                 candidates = [
-                    ledger.update_hypothesis(origin_hyp.id, status=HypothesisStatus.supported)
+                    ledger.update_hypothesis(
+                        origin_hyp.id, status=HypothesisStatus.supported, evidence=[ev.id]
+                    )
                 ]
 
     if (
@@ -184,8 +194,13 @@ def run_workflow(
         if hyp is not None:
             candidates = [hyp]
 
-    verdict = decide(case, ledger, rep, candidates, trace_ev, ma, opts, status, deadline)
+    verdict = decide(case, ledger, rep, candidates, trace, ma, opts, status, deadline)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
+
+
+def _supported(ledger: Ledger) -> list[Hypothesis]:
+    st = ledger.state()
+    return [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
 
 
 def _time_left(ledger: Ledger, deadline: float, what: str) -> bool:
@@ -207,28 +222,59 @@ def _prior_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
     return prior[-1] if prior else None
 
 
-def _candidates(ledger: Ledger, trace_ev: Evidence | None) -> list[Hypothesis]:
+def validated_by_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
+    """The uninstrumented rerun that made every step match with this hypothesis's one change."""
+    prior = _prior_rerun(ledger, hyp_id)
+    return prior if prior is not None and prior.result == EvidenceResult.supported else None
+
+
+def _candidates(ledger: Ledger, trace: Stage2Result | None) -> list[Hypothesis]:
     """Supported hypotheses that may carry the verdict.
 
     When the trace found an origin, only hypotheses that explain it qualify: a hypothesis a
     reproducer supports in isolation but that predicts a different first divergence than the
-    one observed is not the cause of this mismatch, and the ledger says so.
+    one observed is not the cause of this mismatch, and the ledger says so. The hypothesis
+    derived from the origin explains it by construction, and one whose intervention made
+    every step match is proven by the runs themselves, whatever the trace shows.
     """
-    st = ledger.state()
-    supported = [h for h in st.hypotheses.values() if h.status == HypothesisStatus.supported]
-    if trace_ev is None or not trace_ev.data.get("origin"):
+    supported = _supported(ledger)
+    if trace is None or trace.origin is None:
         return supported
-    explained = set(trace_ev.data.get("explains", []))
     keep = [
-        h for h in supported if h.id in explained or trace_ev.data.get("origin_hypothesis") == h.id
+        h
+        for h in supported
+        if h.id in trace.explains
+        or h.id == trace.origin_hypothesis
+        or validated_by_rerun(ledger, h.id) is not None
     ]
     dropped = [h.id for h in supported if h not in keep]
     if dropped:
         ledger.note(
             f"supported hypotheses {', '.join(dropped)} do not explain the observed first divergence "
-            f"({trace_ev.data.get('origin_location')}); they are not taken as its cause"
+            f"({trace.origin_location}); they are not taken as its cause"
         )
     return keep
+
+
+def _unknown(
+    ledger: Ledger, rep: MismatchReport, trace: Stage2Result | None, chain: list[str]
+) -> Verdict:
+    where = (trace.origin_location or trace.first_location) if trace else None
+    v = Verdict(
+        classification=Classification.unknown,
+        statement=(
+            f"metric bits first differ at step {rep.step}; no hypothesis that explains the "
+            "observed divergence was supported by execution evidence"
+            + (f"; the first divergence observed is {where}" if where else "")
+        ),
+        location=where,
+        evidence=chain + ([trace.evidence.id] if trace else []),
+        next_action=(trace.next_action() if trace else "")
+        or "widen the trace (more steps, ranks, op level) or add a case-specific reproducer",
+    )
+    ledger.set_verdict(v)
+    ledger.stage("verdict", "done", step=rep.step)
+    return v
 
 
 def decide(
@@ -236,56 +282,32 @@ def decide(
     ledger: Ledger,
     rep: MismatchReport,
     candidates: list[Hypothesis],
-    trace_ev: Evidence | None,
+    trace: Stage2Result | None,
     baseline_a: Path | None,
     opts: RunOptions,
     status: Status,
     deadline: float,
 ) -> Verdict:
     st = ledger.state()
-    # Reuse a recorded verdict only if nothing was learnt since (a resumed run may have).
+    # Reuse a recorded verdict only if it is for this step and nothing was learnt since.
     if (
         st.verdict is not None
-        and "verdict" in st.stages_done()
-        and not any(e.created > st.verdict.created for e in st.evidence)
+        and done_for(st, "verdict", rep.step) is not None
+        and unchanged_since_verdict(ledger)
     ):
         return st.verdict
     hyp = candidates[0] if candidates else None
     chain: list[str] = [e.id for e in st.evidence if e.kind == EvidenceKind.metrics][-1:]
     if hyp is None:
-        where = (
-            (trace_ev.data.get("origin_location") or trace_ev.data.get("first_location"))
-            if trace_ev
-            else None
-        )
-        v = Verdict(
-            classification=Classification.unknown,
-            statement=(
-                f"metric bits first differ at step {rep.step}; no hypothesis that explains the "
-                "observed divergence was supported by execution evidence"
-                + (f"; the first divergence observed is {where}" if where else "")
-            ),
-            location=where,
-            evidence=chain + ([trace_ev.id] if trace_ev else []),
-            next_action=(trace_ev.data.get("widen") if trace_ev else None)
-            or (
-                f"the trace step failed ({trace_ev.id}): {trace_ev.summary}"
-                if trace_ev is not None and trace_ev.result == EvidenceResult.error
-                else None
-            )
-            or "widen the trace (more steps, ranks, op level) or add a case-specific reproducer",
-        )
-        ledger.set_verdict(v)
-        ledger.stage("verdict", "done")
-        return v
+        return _unknown(ledger, rep, trace, chain)
     chain += [
         e.id
         for e in st.evidence_for(hyp.id)
         if e.kind in (EvidenceKind.reproducer, EvidenceKind.replay, EvidenceKind.byte_compare)
         and e.result == EvidenceResult.supported
     ]
-    if trace_ev is not None:
-        chain.append(trace_ev.id)
+    if trace is not None:
+        chain.append(trace.evidence.id)
     findings = [st.findings[f] for f in hyp.findings if f in st.findings]
     policy = FIX_POLICY.get(hyp.category)
     fix_ev: Evidence | None = _prior_rerun(ledger, hyp.id)
@@ -306,15 +328,18 @@ def decide(
                 on_status=lambda m: status("fix", m),
             )
         elif rep.source_differs and findings:
-            fix_ev = validate_revert(
-                case,
-                ledger,
-                findings[0].file,
-                [hyp.id],
-                str(baseline_a),
-                timeout_s=opts.timeout_s,
-                on_status=lambda m: status("fix", m),
-            )
+            try:
+                fix_ev = validate_revert(
+                    case,
+                    ledger,
+                    findings[0].file,
+                    [hyp.id],
+                    str(baseline_a),
+                    timeout_s=opts.timeout_s,
+                    on_status=lambda m: status("fix", m),
+                )
+            except InputError as exc:
+                ledger.note(f"the fix cannot be validated by a revert: {exc}", level="warning")
     if fix_ev is not None:
         chain.append(fix_ev.id)
     loc_parts = []
@@ -323,8 +348,8 @@ def decide(
         loc_parts.append(f"{f.file}:{f.line_start}" + (f" ({f.function})" if f.function else ""))
     if not findings and hyp.category == "source-change":
         loc_parts.append(hyp.rationale.split(" ", 1)[0])
-    if trace_ev is not None and trace_ev.data.get("origin_location"):
-        loc_parts.append(f"first divergence: {trace_ev.data['origin_location']}")
+    if trace is not None and trace.origin_location:
+        loc_parts.append(f"first divergence: {trace.origin_location}")
     fix_text = FIX_TEXT.get(hyp.category, "")
     if fix_ev is None:
         fix_text += (
@@ -343,5 +368,5 @@ def decide(
         next_action=fix_text,
     )
     ledger.set_verdict(v)
-    ledger.stage("verdict", "done")
+    ledger.stage("verdict", "done", step=rep.step)
     return v

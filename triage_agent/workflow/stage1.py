@@ -26,10 +26,14 @@ from ..records import (
 )
 from .characterize import MismatchReport
 from .classify import CLASSIFICATION
+from .markers import done_for
 
 # Frameworks whose installed source is in scope when a run's scripts import them.
 FRAMEWORKS = ("deepspeed", "megatron", "apex", "transformer_engine")
-PHASE_ORDER = ("update", "resume", "first-step", "gas-boundary", "multi-rank")
+PHASE_ORDER = ("update", "resume", "first-step", "first-update", "gas-boundary", "multi-rank")
+# The probes rank by the phases they know; the first update is judged like the first step
+# (initialisation and the first optimizer step are what it can differ in).
+SCAN_PHASE = {"first-update": "first-step"}
 
 
 class Stage1Result(BaseModel):
@@ -124,6 +128,7 @@ def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
     from probes.scan import DEFAULT_EXCLUDES, ScanRequest
 
     phase = next((p for p in PHASE_ORDER if p in rep.phases), None)
+    phase = SCAN_PHASE.get(phase, phase) if phase else None
     if rep.source_differs and case.run_a.source and case.run_b.source:
         a, b = case.run_a.source, case.run_b.source
         return ScanRequest(
@@ -210,7 +215,7 @@ def run_stage1(
     from probes.scan import run_scan
 
     state = ledger.state()
-    if "scan" not in state.stages_done():
+    if done_for(state, "scan", rep.step) is None:
         req = scan_request(case, rep)
         on_status(
             f"scanning {len(req.paths)} path(s), phase {req.phase or 'unknown (all probes ranked alike)'}"
@@ -239,10 +244,10 @@ def run_stage1(
         )
         for h in hypotheses_from_findings(findings, max_hypotheses):
             ledger.put_hypothesis(h.model_copy(update={"id": _content_id("H", *h.findings)}))
-        ledger.stage("scan", "done", summary=summary)
+        ledger.stage("scan", "done", step=rep.step, summary=summary)
         state = ledger.state()
     out = Stage1Result(
-        scanned=next((s.get("summary", "") for s in state.stages if s["stage"] == "scan"), ""),
+        scanned=(done_for(state, "scan", rep.step) or {}).get("summary", ""),
         findings=len(state.findings),
     )
     for hyp in list(state.hypotheses.values()):

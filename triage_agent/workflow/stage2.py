@@ -1,22 +1,32 @@
-"""Stage 2: relaunch both runs with tracing over [N-1, N], compare, narrow, confirm, replay.
+"""Stage 2: relaunch both runs with tracing around the mismatch, compare, narrow, confirm, replay.
 
-Module level first (forward outputs, gradients, collectives, optimizer state); then op level
-inside the implicated scope with the origin's tensors dumped, when the module origin is not
-a leaf. Every traced relaunch is checked against its untraced baseline: if the capture
-changed the run's own metric bits, or made the divergence disappear, the ledger says so and
-the stage retries with lighter capture instead of reporting a clean result.
+Module level first (forward outputs, gradients, collectives, optimizer state) over [N-1, N].
+When the first traced step already receives different inputs, the window moves back by
+itself: single steps are traced at module level, bisecting down to the first step (and the
+initialisation before it) within the budget, until the step where the difference arises.
+Then op level inside the implicated scope with the origin's tensors dumped, when the
+module origin is not a leaf. Every traced relaunch is checked against its untraced
+baseline: if the capture changed the run's own metric bits, or made the divergence
+disappear, the ledger says so and the stage retries with lighter capture instead of
+reporting a clean result. What the stage concludes reaches the engine as a typed
+:class:`Stage2Result`, and is kept in the stage's marker for a resume.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..compare import CompareResult, compare_runs, confirm_bytes, load_runs
-from ..compare.result import Divergence, EventRef
+from pydantic import BaseModel, Field
+
+from ..compare import CompareResult, compare_runs, confirm_bytes, headline, load_runs
+from ..compare.bytes import ByteReport
+from ..compare.result import Candidate, Divergence, EventRef, Widen
 from ..errors import InputError, TriageError
 from ..fingerprint import CaptureConfig
 from ..ledger import Ledger
@@ -32,7 +42,8 @@ from ..records import (
 )
 from ..runs import RunOutcome, joined_argv, materialize, materialize_case
 from .characterize import MismatchReport
-from .classify import _ATOMIC_OPS, _RANDOM_OPS, CLASSIFICATION, explains
+from .classify import ATOMIC_OPS, CLASSIFICATION, RANDOM_OPS, EventSite, explains, parse_op
+from .markers import done_for
 
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
 
@@ -95,13 +106,48 @@ def _first(res: CompareResult) -> Divergence | None:
     return min(firsts, key=lambda d: ((d.b or d.a).step, (d.b or d.a).index))
 
 
+class Earliest(BaseModel):
+    """The earliest difference that matters in a comparison, and how it differs."""
+
+    ref: EventRef
+    role: str = Field(description="extra, missing, receiver, origin, observed")
+
+
+def _earliest(res: CompareResult) -> Earliest | None:
+    """An event one run executes and the other does not, or the first receiver whose outputs
+    differ too (a difference absorbed on the spot is not where anything starts), whichever
+    comes first; without either, the first difference of any kind."""
+    found: list[Earliest] = []
+    for r in res.ranks:
+        found += [
+            Earliest(ref=c.b or c.a, role=c.kind)
+            for c in r.candidates
+            if c.kind != "origin" and (c.b or c.a) is not None
+        ]
+        if r.first_receiver is not None:
+            d = r.first_receiver
+            found.append(Earliest(ref=d.b or d.a, role="receiver"))
+    if not found:
+        d = _first(res)
+        return Earliest(ref=d.b or d.a, role=d.role) if d else None
+    return min(found, key=lambda e: (e.ref.step, e.ref.rank, e.ref.index))
+
+
+def _extra_calls(res: CompareResult) -> list[Candidate]:
+    """Events one run executes and the other does not, earliest first."""
+    return sorted(
+        (c for r in res.ranks for c in r.candidates if c.kind in ("extra", "missing")),
+        key=lambda c: (c.step, c.rank, c.order),
+    )
+
+
 def is_repeat(case: Case) -> bool:
     """A and B are the same command: any difference between them is run-to-run."""
     return case.run_a.model_dump(exclude={"name"}) == case.run_b.model_dump(exclude={"name"})
 
 
 def _perturbation(
-    ledger: Ledger, base: dict[str, str], traced: tuple[RunOutcome, RunOutcome], repeat: bool
+    base: dict[str, str], traced: tuple[RunOutcome, RunOutcome], repeat: bool
 ) -> list[str]:
     """Compare each traced run's metric bits with its untraced baseline's.
 
@@ -128,17 +174,28 @@ def _perturbation(
     return problems
 
 
+@dataclass
+class _Ctx:
+    """What every traced relaunch of one stage-2 pass shares."""
+
+    case: Case
+    ledger: Ledger
+    rep: MismatchReport
+    ws: Path
+    base: dict[str, str]
+    timeout_s: float
+    deadline: float
+    on_status: Callable[[str], None]
+
+
 def trace_and_compare(
-    case: Case,
-    ledger: Ledger,
-    rep: MismatchReport,
-    cfg: CaptureConfig,
-    label: str,
-    base: dict[str, str],
-    timeout_s: float,
-    on_status: Callable[[str], None],
+    ctx: _Ctx, cfg: CaptureConfig, label: str
 ) -> tuple[CompareResult | None, Evidence]:
-    ws = Path(ledger.workspace)
+    """Trace both runs under ``cfg`` and compare them. A failure comes back as recorded
+    error evidence with no comparison; a comparison's evidence is the caller's to record."""
+    case, ledger, rep, base = ctx.case, ctx.ledger, ctx.rep, ctx.base
+    timeout_s, on_status = ctx.timeout_s, ctx.on_status
+    ws = ctx.ws
     level: str | None = cfg.level
     retried = False
     while level is not None:
@@ -159,7 +216,7 @@ def trace_and_compare(
             ledger.add_evidence(ev)
             return None, ev
         failed = [o for o in (ta, tb) if not o.ok]
-        problems = _perturbation(ledger, base, (ta, tb), is_repeat(case))
+        problems = _perturbation(base, (ta, tb), is_repeat(case))
         if not problems and ta.trace_dir and tb.trace_dir:
             break
         if failed and not retried:
@@ -214,10 +271,7 @@ def trace_and_compare(
         summary = f"{label} ({level}): first divergence with equal inputs and different outputs at {_where(origin.b or origin.a)}; origin ranks {res.summary.origin_ranks}, receiver-only ranks {res.summary.receiver_only_ranks}"
         result = EvidenceResult.observed
     else:
-        first = _first(res)
-        summary = f"{label} ({level}): runs diverge but no origin lies on the traced events (outside the capture scope on ranks {res.summary.outside_scope_ranks})"
-        if first is not None:
-            summary += f"; the first difference is a {first.role} at {_where(first.b or first.a)}"
+        summary = f"{label} ({level}): {headline(res)}"
         result = EvidenceResult.observed
     unmatched = sum(r.unmatched_total for r in res.ranks)
     if unmatched:
@@ -239,8 +293,9 @@ def trace_and_compare(
             "rows": _rows(res, f"{label}/{level}"),
             "origin": origin.model_dump(mode="json") if origin else None,
             "origin_location": _where(origin.b or origin.a) if origin else None,
-            "first_location": _where(_first(res).b or _first(res).a) if _first(res) else None,
-            "widen": widen.model_dump_json(exclude_none=True) if widen else None,
+            "first_location": _where(_earliest(res).ref) if _earliest(res) else None,
+            "candidates": [c.model_dump(mode="json") for c in _extra_calls(res)[:50]],
+            "widen": widen.model_dump(exclude_none=True) if widen else None,
             "summary": res.summary.model_dump(mode="json"),
             "trace_dirs": {"a": ta.trace_dir, "b": tb.trace_dir},
             "complete": res.complete,
@@ -262,6 +317,148 @@ def trace_and_compare(
     return res, ev
 
 
+class Stage2Result(BaseModel):
+    """What stage 2 concluded, as the engine reads it (never string keys of evidence data)."""
+
+    step: int = Field(description="the first mismatching step the window was chosen for")
+    window: tuple[int, int] = Field(description="the steps of the trace that concluded")
+    evidence: Evidence = Field(description="the trace comparison that concluded the stage")
+    origin: EventRef | None = Field(
+        default=None, description="first event with equal inputs and different outputs"
+    )
+    origin_location: str | None = None
+    first_location: str | None = Field(
+        default=None, description="the earliest difference of any role, when there is no origin"
+    )
+    origin_hypothesis: str | None = Field(
+        default=None, description="the hypothesis derived from the origin itself"
+    )
+    explains: list[str] = Field(
+        default_factory=list,
+        description="supported hypotheses whose category or site explains the origin",
+    )
+    widen: Widen | None = None
+    arises_at: int | None = Field(
+        default=None,
+        description="the earliest step whose traced events differ, every traced step before "
+        "it matching, when no origin was found in it",
+    )
+    arises_phase: str | None = Field(
+        default=None, description="the phase of that step's first differing event"
+    )
+    arises_role: str | None = Field(
+        default=None, description="receiver or structural: how that event differs"
+    )
+    first_step: int | None = Field(default=None, description="the runs' first logged step")
+    searched: list[int] = Field(
+        default_factory=list, description="single steps traced while moving the window back"
+    )
+
+    @property
+    def failed(self) -> bool:
+        return self.evidence.result == EvidenceResult.error
+
+    def next_action(self) -> str:
+        """What to do next, in sentences, when no hypothesis explains what was found."""
+        if self.failed:
+            return f"the trace step failed ({self.evidence.id}): {self.evidence.summary}"
+        if self.arises_at is not None:
+            return _arises_text(self)
+        if self.widen is not None:
+            return widen_sentences(self.widen)
+        return ""
+
+
+def _arises_text(r: Stage2Result) -> str:
+    """Where the difference arises, when no origin was traced there, and what to look at."""
+    s, phase, first = r.arises_at, r.arises_phase or "?", r.first_step
+    assert s is not None
+    in_init = first is not None and s < first
+    when = f"initialisation (before step {first})" if in_init else f"step {s}"
+    before = (
+        f"Every traced step before step {s} matched. " if first is not None and s > first else ""
+    )
+    if r.arises_role in ("extra", "missing"):
+        return (
+            f"{before}In {when} one run executes {r.first_location} and the other does not: "
+            "that call is the first difference. Remove it (or make it side-effect free) in the "
+            "run that makes it and compare again."
+        )
+    if in_init or (phase == "forward" and not before):
+        return (
+            f"The first difference arises in {when if in_init else 'the first step'}: "
+            f"{r.first_location} already receives different inputs. Compare both runs' state "
+            "after initialisation (parameters, optimizer state, step counters, RNG streams) and "
+            "the first batch."
+        )
+    if phase == "forward":
+        return (
+            f"{before}Step {s} already receives different inputs: the difference arises at the "
+            f"boundary between steps {s - 1} and {s}, outside the traced events (data loader, "
+            "RNG, state loaded or written between steps). Compare both runs' state there."
+        )
+    return (
+        f"{before}In step {s} the first difference is a {phase} event receiving different "
+        "inputs that no traced event produced: the difference arises in code outside every "
+        "module and op the trace saw (a gradient hook, a clip, a custom kernel). Capture below "
+        "the dispatcher or add a reproducer for that code."
+    )
+
+
+def widen_sentences(w: Widen) -> str:
+    """The comparator's advice on what to capture next, as sentences a person reads."""
+    parts = [p for p in (w.steps, w.ranks, w.level, w.scope) if p]
+    return " ".join(p[0].upper() + p[1:] + ("" if p.endswith(".") else ".") for p in parts)
+
+
+def _starts_different(res: CompareResult, window: tuple[int, int]) -> bool:
+    """No origin, and the earliest difference is an event of the window's first step that
+    receives different inputs: what made them differ may lie before the window."""
+    if _origin(res) is not None:
+        return False
+    first = _earliest(res)
+    return first is not None and first.role == "receiver" and first.ref.step <= window[0]
+
+
+def _module_cfg(ws: Path, window: tuple[int, int]) -> CaptureConfig:
+    return CaptureConfig(out_dir=ws / "unused", steps=window, level="module")
+
+
+def _search_back(
+    ctx: _Ctx, hi: int, first: int, found: tuple[CompareResult, Evidence]
+) -> tuple[CompareResult, Evidence, int, list[int], bool]:
+    """Bisect single steps in [first, hi) at module level for the earliest differing step.
+    ``hi``'s first difference already receives different inputs; ``found`` is its comparison.
+
+    Returns the comparison to go on with, its step, the steps traced, and whether the search
+    finished. Out of budget or on a failed trace it stops with the earliest differing step
+    seen so far, which then is not known to be the earliest.
+    """
+    lo, searched = first, []
+    res, ev = found
+    while lo < hi:
+        if time.monotonic() >= ctx.deadline:
+            ctx.ledger.note(
+                f"budget reached while moving the trace window back (steps {lo}..{hi - 1} "
+                "not searched); `triage run --budget-minutes M` resumes with more time",
+                level="warning",
+            )
+            return res, ev, hi, searched, False
+        mid = (lo + hi) // 2
+        searched.append(mid)
+        r, e = trace_and_compare(ctx, _module_cfg(ctx.ws, (mid, mid)), f"window step {mid}")
+        if r is None:
+            return res, ev, hi, searched, False  # the failure is recorded
+        ctx.ledger.add_evidence(e)
+        if r.status == "identical":
+            lo = mid + 1
+        elif _starts_different(r, (mid, mid)):
+            hi, res, ev = mid, r, e
+        else:
+            return r, e, mid, searched, True  # the difference arises inside step mid
+    return res, ev, hi, searched, True
+
+
 def run_stage2(
     case: Case,
     ledger: Ledger,
@@ -269,90 +466,61 @@ def run_stage2(
     supported: list[Hypothesis],
     *,
     timeout_s: float,
+    deadline: float = float("inf"),
     on_status: Callable[[str], None] = lambda s: None,
-) -> tuple[Evidence | None, Hypothesis | None]:
+) -> Stage2Result:
+    assert rep.step is not None
     st = ledger.state()
-    prior = [
-        e
-        for e in st.evidence
-        if e.kind == EvidenceKind.trace_compare and e.result != EvidenceResult.error
-    ]
-    done = [x for x in st.stages if x["stage"] == "trace" and x.get("status") == "done"]
-    if done and prior:
-        mark = done[-1]
-        final = next((e for e in prior if e.id == mark.get("evidence")), prior[-1])
-        return final, st.hypotheses.get(mark.get("origin_hypothesis") or "")
+    mark = done_for(st, "trace", rep.step)
+    if mark is not None and mark.get("result"):
+        prior = Stage2Result.model_validate(mark["result"])
+        latest = {e.id: e for e in st.evidence}.get(prior.evidence.id, prior.evidence)
+        return prior.model_copy(update={"evidence": latest})
     ws = Path(ledger.workspace)
-    base = {o.run: o.metrics for o in materialize_case(case, ws)}
+    ctx = _Ctx(
+        case=case,
+        ledger=ledger,
+        rep=rep,
+        ws=ws,
+        base={o.run: o.metrics for o in materialize_case(case, ws)},
+        timeout_s=timeout_s,
+        deadline=deadline,
+        on_status=on_status,
+    )
     n = rep.step
-    window = (max(n - 1, 0), n)
-    cfg = CaptureConfig(out_dir=ws / "unused", steps=window, level="module")
-    res, ev = trace_and_compare(case, ledger, rep, cfg, "module trace", base, timeout_s, on_status)
+    first_step = rep.diff.common_steps[0] if rep.diff.common_steps else 0
+    window = (max(n - 1, first_step), n)
+    res, ev = trace_and_compare(ctx, _module_cfg(ws, window), "module trace")
+    searched: list[int] = []
+    searched_all = True
+    if res is not None and _starts_different(res, window) and window[0] > first_step:
+        ledger.add_evidence(ev)
+        on_status(f"step {window[0]} already receives different inputs: moving the window back")
+        res, ev, at, searched, searched_all = _search_back(ctx, window[0], first_step, (res, ev))
+        window = (at, at)
     final = ev
     origin = _origin(res) if res else None
+    arises: Earliest | None = None
+    first_d = _earliest(res) if res else None
     if res is not None and origin is None:
         # Nothing in the modules (or modules identical while the metric bits differ: the
-        # difference is in code outside every module, a loss function, a clip): capture
-        # ATen ops over the whole step where the first difference appeared.
-        first = _first(res)
-        step = (first.b or first.a).step if first else n
+        # difference is in code outside every module, a loss function, a clip, the data):
+        # capture ATen ops over the whole step where the first difference appeared.
+        first = _earliest(res)
+        step = max(first.ref.step, window[0]) if first else window[1]
         ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
         op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(step, step), level="op", digest="both")
-        res2, ev2 = trace_and_compare(
-            case, ledger, rep, op_cfg, "whole-step op trace", base, timeout_s, on_status
-        )
+        res2, ev2 = trace_and_compare(ctx, op_cfg, "whole-step op trace")
         origin = _origin(res2) if res2 else None
-        res, ev, final = res2, ev2, ev2
+        if origin is None and searched_all:
+            arises = (_earliest(res2) if res2 else None) or first
+        res, ev, final, window = res2, ev2, ev2, (step, step)
+        first_d = (_earliest(res2) if res2 else None) or first_d
+    if origin is not None and (origin.b or origin.a).kind == "module":
+        origin, res, ev, final = _narrow_to_ops(ctx, origin, res, ev, supported)
+    explained: list[str] = []
     if origin is not None:
-        ref = origin.b or origin.a
-        if ref.kind == "module":
-            # Narrow: op level inside the implicated module, with that module's ops dumped.
-            scope_re = "^" + re.escape(ref.scope) + r"(\.|$)"
-            # Order-sensitive digests too: an XOR digest of a 0/1 mask is only its parity.
-            op_cfg = CaptureConfig(
-                out_dir=ws / "unused",
-                steps=(ref.step, ref.step),
-                level="op",
-                scope=scope_re,
-                dump=[f"{ref.scope}:*", f"{ref.scope}.*:*"],
-                digest="both",
-            )
-            ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
-            res2, ev2 = trace_and_compare(
-                case, ledger, rep, op_cfg, "op trace", base, timeout_s, on_status
-            )
-            o2 = _origin(res2) if res2 else None
-            if o2 is not None:
-                origin, ev, final = o2, ev2, ev2
-            else:
-                ev2.summary += (
-                    "; op level shows no origin inside the module: the module-level origin stands"
-                )
-                ledger.add_evidence(ev2)
-                ev = (
-                    final  # the module-level evidence is recorded again below, with its cross-check
-                )
-    explained = []
-    if origin is not None:
-        ref = origin.b or origin.a
-        meta_a, meta_b = _meta(origin.a), _meta(origin.b)
-        event = {"name": ref.name, "scope": ref.scope, "kind": ref.kind, "meta": {}}
-        if meta_a.get("rng") and meta_b.get("rng"):
-            differs = meta_a["rng"] != meta_b["rng"]
-            event["meta"]["rng_differs"] = differs
-            if ev is not None:
-                ev.summary += (
-                    f"; the generator state it drew from differs ({meta_a['rng']} vs {meta_b['rng']})"
-                    if differs
-                    else "; the generator state it drew from is equal in both runs"
-                )
-                ev.data["rng_state"] = {"a": meta_a["rng"], "b": meta_b["rng"]}
-        explained = [h.id for h in supported if explains(h.category, event)]
-        for h in supported:
-            verdict_text = "explains" if h.id in explained else "does NOT explain"
-            ledger.note(
-                f"trace cross-check: {h.id} ({h.category}) {verdict_text} the first divergence at {_where(ref)}"
-            )
+        explained = _cross_check(ledger, origin, ev, supported)
     if ev is not None and res is not None:
         ev.data["explains"] = explained
         ev.hypotheses = [h.id for h in supported]
@@ -362,8 +530,106 @@ def run_stage2(
     if origin is not None:
         confirm = _byte_confirm(ledger, origin, final)
         hyp = _origin_hypothesis(ledger, origin, supported, explained, final, confirm)
-    ledger.stage("trace", "done", evidence=final.id, origin_hypothesis=hyp.id if hyp else None)
-    return final, hyp
+    widen = next((r.outside_scope for r in res.ranks if r.outside_scope), None) if res else None
+    ref = (origin.b or origin.a) if origin else None
+    out = Stage2Result(
+        step=n,
+        window=window,
+        evidence=final,
+        origin=ref,
+        origin_location=_where(ref) if ref else None,
+        first_location=_where(first_d.ref) if first_d else None,
+        origin_hypothesis=hyp.id if hyp else None,
+        explains=explained,
+        widen=widen,
+        arises_at=arises.ref.step if arises and arises.ref.step <= window[0] else None,
+        arises_phase=arises.ref.phase if arises and arises.ref.step <= window[0] else None,
+        arises_role=arises.role if arises and arises.ref.step <= window[0] else None,
+        first_step=first_step,
+        searched=searched,
+    )
+    ledger.stage(
+        "trace",
+        "done",
+        step=n,
+        evidence=final.id,
+        result=out.model_dump(mode="json", exclude={"evidence": {"data"}}),
+    )
+    return out
+
+
+def _narrow_to_ops(
+    ctx: _Ctx,
+    origin: Divergence,
+    res: CompareResult | None,
+    ev: Evidence,
+    supported: list[Hypothesis],
+) -> tuple[Divergence, CompareResult | None, Evidence, Evidence]:
+    """Op level inside the implicated module, with that module's ops dumped.
+
+    Returns (origin, comparison, evidence to cross-check, final evidence). An op trace that
+    failed is an error on record, not a negative result: the module-level origin stands,
+    un-narrowed, and the ledger says why.
+    """
+    ref = origin.b or origin.a
+    scope_re = "^" + re.escape(ref.scope) + r"(\.|$)"
+    # Order-sensitive digests too: an XOR digest of a 0/1 mask is only its parity.
+    op_cfg = CaptureConfig(
+        out_dir=ctx.ws / "unused",
+        steps=(ref.step, ref.step),
+        level="op",
+        scope=scope_re,
+        dump=[f"{ref.scope}:*", f"{ref.scope}.*:*"],
+        digest="both",
+    )
+    ctx.ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
+    res2, ev2 = trace_and_compare(ctx, op_cfg, "op trace")
+    o2 = _origin(res2) if res2 else None
+    if o2 is not None:
+        return o2, res2, ev2, ev2
+    if res2 is None:
+        ctx.ledger.note(
+            f"the op trace inside {ref.scope or '<root>'} failed ({ev2.id}): the module-level "
+            f"origin {_where(ref)} stands, not narrowed to an op",
+            level="warning",
+        )
+    else:
+        ev2.summary += (
+            "; op level shows no origin inside the module: the module-level origin stands"
+        )
+        ctx.ledger.add_evidence(ev2)
+    # the module-level evidence is recorded again by the caller, with its cross-check
+    return origin, res, ev, ev
+
+
+def _cross_check(
+    ledger: Ledger, origin: Divergence, ev: Evidence, supported: list[Hypothesis]
+) -> list[str]:
+    """Which supported hypotheses explain the origin; the generator state it drew from."""
+    ref = origin.b or origin.a
+    meta_a, meta_b = _meta(origin.a), _meta(origin.b)
+    rng_differs = None
+    if meta_a.get("rng") and meta_b.get("rng"):
+        rng_differs = meta_a["rng"] != meta_b["rng"]
+        ev.summary += (
+            f"; the generator state it drew from differs ({meta_a['rng']} vs {meta_b['rng']})"
+            if rng_differs
+            else "; the generator state it drew from is equal in both runs"
+        )
+        ev.data["rng_state"] = {"a": meta_a["rng"], "b": meta_b["rng"]}
+    site = EventSite.of(ref, rng_differs)
+    st = ledger.state()
+    explained = []
+    for h in supported:
+        findings = [st.findings[f] for f in h.findings if f in st.findings]
+        ok = explains(h.category, findings, site)
+        if ok:
+            explained.append(h.id)
+        ledger.note(
+            f"trace cross-check: {h.id} ({h.category}) {'explains' if ok else 'does NOT explain'} "
+            f"the first divergence at {_where(ref)}"
+        )
+    return explained
 
 
 def _meta(ref: EventRef | None) -> dict:
@@ -392,12 +658,33 @@ def _byte_confirm(ledger: Ledger, origin: Divergence, trace_ev: Evidence) -> Evi
     ev = Evidence(
         kind=EvidenceKind.byte_compare,
         result=EvidenceResult.observed,
-        summary=f"bytes of {origin.b.scope}::{origin.b.name}: {rep.model_dump_json()[:400]}",
+        summary=f"bytes of {origin.b.scope}::{origin.b.name}: {byte_sentences(rep)}",
         data=rep.model_dump(mode="json"),
         artifacts=[ledger.artifact(pa, "dump a"), ledger.artifact(pb, "dump b")],
     )
     ledger.add_evidence(ev)
     return ev
+
+
+def byte_sentences(rep: ByteReport) -> str:
+    """A byte comparison said as a person reads it (the full report stays in the data)."""
+    if rep.equal:
+        return f"all {len(rep.tensors)} tensor(s) are bit-identical"
+    parts = []
+    for t in rep.tensors:
+        if t.equal:
+            continue
+        ulp = f", at most {t.max_ulp} ulp apart" if t.max_ulp is not None else ""
+        at = f", first at index {t.first_indices[0]}" if t.first_indices else ""
+        parts.append(
+            f"{t.name} ({t.dtype}{list(t.shape)}): {t.differing} of {t.numel} elements differ{ulp}{at}"
+        )
+    same = len(rep.tensors) - len(parts)
+    return (
+        "; ".join(parts[:4])
+        + (f"; {len(parts) - 4} more differ" if len(parts) > 4 else "")
+        + (f"; {same} other tensor(s) bit-identical" if same else "")
+    )
 
 
 def _origin_hypothesis(
@@ -412,13 +699,13 @@ def _origin_hypothesis(
     if explained:
         return None
     ref = origin.b or origin.a
-    name = f"{ref.scope} {ref.name}"
-    if _RANDOM_OPS.search(name):
+    op = parse_op(ref.name) if ref.kind == "op" else None
+    if op is not None and op.base in RANDOM_OPS:
         category, stmt = (
             "rng-state",
             f"the random op {ref.scope}::{ref.name} draws different random numbers in the two runs (its inputs are equal, its output is not)",
         )
-    elif _ATOMIC_OPS.search(name):
+    elif op is not None and op.base in ATOMIC_OPS:
         category, stmt = (
             "nondeterminism",
             f"{ref.scope}::{ref.name} is nondeterministic: equal inputs give different outputs",
