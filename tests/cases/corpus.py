@@ -2,9 +2,11 @@
 case as a user writes it), its code, and ``expected.toml`` (the answer).
 
 Only the corpus test and ``benchmarks/accuracy.py`` read ``expected.toml``; the workflow
-never does. A case whose directory holds ``build.py`` is built before it runs: the script
-creates what cannot be stored as plain files (a git repository with its history) in the
-directory it runs in.
+never does. A case's ``answer/`` directory holds code only the ground truth uses (a fixed
+function an intervention routes calls to); like ``expected.toml`` it is left out of the
+copy a benchmark runs. A case whose directory holds ``build.py`` is built before it runs:
+the script creates what cannot be stored as plain files (a git repository with its history)
+in the directory it runs in.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 CASES_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = "build.py"
+ANSWER_FILES = ("expected.toml", "answer")
 _LOCATION = re.compile(r"^(env|config|call|state):\S.*$|^[\w./-]+\.\w+:\d+$")
 
 
@@ -103,15 +106,14 @@ def select(cases: list[CorpusCase], names: list[str] | None = None) -> list[Corp
     return [known[n] for n in names]
 
 
-def stage(case: CorpusCase, dest: Path, *, timeout_s: float = 120.0) -> Path:
-    """Copy the case into ``dest/<name>`` (its own workspace left behind), build it, and
-    return the path of the copy's ``triage.toml``."""
+def stage(
+    case: CorpusCase, dest: Path, *, with_answer: bool = False, timeout_s: float = 120.0
+) -> Path:
+    """Copy the case into ``dest/<name>`` (its own workspace left behind, and the answer
+    unless ``with_answer``), build it, and return the path of the copy's ``triage.toml``."""
     target = Path(dest) / case.name
-    shutil.copytree(
-        case.dir,
-        target,
-        ignore=shutil.ignore_patterns(".triage", "__pycache__", "expected.toml"),
-    )
+    skip = (".triage", "__pycache__", *(() if with_answer else ANSWER_FILES))
+    shutil.copytree(case.dir, target, ignore=shutil.ignore_patterns(*skip))
     if case.builds:
         done = subprocess.run(
             [sys.executable, BUILD_SCRIPT],
