@@ -5,7 +5,8 @@ alone. Line 1 is a ``header``; then ``event`` lines in execution order; a ``step
 closes each traced step (the writer flushes there, so a crashed rank keeps every completed
 step); an ``end`` line closes a trace that finished cleanly.
 
-An event is keyed, run-independently, by (step, scope, name, call): ``call`` counts the
+An event is keyed, run-independently, by (step, scope, name, call); events before the
+first training step (the init phase) have step ``INIT_STEP`` (-1). ``call`` counts the
 invocations of ``name`` inside ``scope`` within ``step``. ``seq`` is the execution order on
 that rank. Digests are of raw bit patterns (see triage_agent.fingerprint): ``digest`` is the
 fast XOR-family digest, ``order`` the order-sensitive one when it was computed.
@@ -19,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TRACE_SCHEMA_VERSION = 1
 TRACE_GLOB = "trace_rank*.jsonl"
+# The step of every event before the first training step (model construction, the
+# framework's initialisation): the init phase. Both runs' init phases pair by this value.
+INIT_STEP = -1
 
 EventKind = Literal["op", "module", "collective", "optimizer", "metric"]
 Phase = Literal["forward", "backward", "optimizer", "other"]

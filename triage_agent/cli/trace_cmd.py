@@ -25,7 +25,20 @@ def register(app: typer.Typer) -> None:
     def trace(
         command: Annotated[list[str], typer.Argument(help="the training command, after --")],
         steps: Annotated[
-            str | None, typer.Option("--steps", help="step window, N or A-B (default: all)")
+            str | None,
+            typer.Option(
+                "--steps",
+                help="step window, N, A-B or init-B; init is what runs before the first "
+                "step, traced with any window from 0 (default: all)",
+            ),
+        ] = None,
+        step_function: Annotated[
+            str | None,
+            typer.Option(
+                "--step-function",
+                help="pkg.mod:qualname (or __main__:name) whose calls begin the steps "
+                "(default: the job's MetricLog.log calls, else its optimizer)",
+            ),
         ] = None,
         level: Annotated[
             str, typer.Option("--level", help="none | collective | module | op")
@@ -70,6 +83,7 @@ def register(app: typer.Typer) -> None:
             digest=digest,
             run_id=run_id,
             policies=policy or [],
+            step_function=step_function,
         )
         result = capture_command(command, config, timeout_s=timeout)
         if as_json:

@@ -8,10 +8,13 @@ Usage in-process::
             train_one_step()
 
 Injected (``triage trace -- COMMAND``), the tracer runs with ``auto_steps``: step
-boundaries come from ``DeepSpeedEngine.step`` (the step index is the engine's
-``global_steps`` before the step, so it is right after a checkpoint resume) or, for plain
-torch, from ``torch.optim.Optimizer.step`` (counted from 0 in each process). An optimizer
-stepped inside the engine's step does not count twice.
+boundaries come from the config's ``step_function`` (each call begins a step), else from
+the job's ``MetricLog.log(step, ...)`` calls (``log(k)`` ends step ``k``), else from
+``DeepSpeedEngine.step`` (the index is the engine's ``global_steps`` before the step, so it
+is right after a checkpoint resume) or ``torch.optim.Optimizer.step`` (counted from 0 in
+each process). An optimizer stepped inside the engine's step does not count twice. Events
+before the first step are the init phase (step ``INIT_STEP``, -1); an optimizer step there
+(inside ``deepspeed.initialize``, say) is an init event, never a boundary.
 
 Outside the step window nothing is hooked: no module hooks, no dispatch mode; collectives
 and optimizer hooks check one boolean and return. Inside the window every digest is staged
@@ -40,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..records import utcnow
-from ..trace_format import TraceHeader
+from ..trace_format import INIT_STEP, TraceHeader
 from . import collectives as coll
 from .attribution import ScopeIndex
 from .config import CaptureConfig
@@ -186,7 +189,20 @@ class Tracer:
         self._patched: list[tuple[Any, str, Any]] = []
         self._finders: list[_PatchOnImport] = []
         self._engine_seen = False
+        self._engine_init = 0  # depth of DeepSpeedEngine.__init__ calls running
         self._in_optimizer = 0
+        # where step boundaries come from (auto_steps): "function" (the config's
+        # step_function), "metrics" (the job's MetricLog.log calls) or "optimizer"
+        self._source = "function" if config.step_function else "optimizer"
+        self._started = False  # a step has begun: the init phase is over
+        self._first_label = 0  # the label of the first step when nothing better is known
+        self._last_closed: int | None = None
+        self._fn_depth = 0
+        self._fn_calls = 0
+        self._first_step_hooks: list[Any] = []  # undo callables, run once the first step begins
+        self._pre_hooked = False  # _on_module_pre is registered (see _on_first_forward)
+        self._engine_cls: type | None = None
+        self._notes: list[str] = []
         # an injected launcher process (deepspeed, torchrun) never steps: it writes nothing
         self._real = not auto_steps
         self._in_engine_step = threading.local()
@@ -236,7 +252,12 @@ class Tracer:
         self._opt_pre_hook = register_optimizer_step_pre_hook(self._on_optimizer_pre)
         if self.auto_steps:
             self._watch_import("deepspeed.runtime.engine", self._patch_engine)
-            self._begin(0)
+            self._watch_import("triage_agent.metrics", self._patch_metrics)
+            if self.config.step_function:
+                self._watch_step_function(self.config.step_function)
+            else:
+                self._await_first_step()
+            self._begin(INIT_STEP)
         return self
 
     def _watch_import(self, target: str, patch) -> None:
@@ -263,13 +284,16 @@ class Tracer:
         if self._closed:
             return
         self._closed = True
-        if self.auto_steps and self.cur_step is not None and not self._events:
-            # the step an auto boundary opened after the last one: it never ran
+        open_step = self.cur_step is not None and self.cur_step != INIT_STEP
+        if self.auto_steps and open_step and self._source != "function" and not self._events:
+            # the step a boundary opened after the last one: it never ran (a step function's
+            # last call is open until now, and did run)
             self.steps_seen.pop()
             self.cur_step = None
         if self.cur_step is not None and self._active and self._real:
             self._end_step()
         self._deactivate()
+        self._first_step_begins()
         for finder in self._finders:
             # left in place, a later import would patch code for a tracer that is gone
             if finder in sys.meta_path:
@@ -281,7 +305,10 @@ class Tracer:
         if hasattr(self, "_opt_hook"):
             self._opt_hook.remove()
             self._opt_pre_hook.remove()
+        if self._source == "function" and not self._fn_calls:
+            self._notes.append(f"the step function {self.config.step_function} was never called")
         if self.enabled and self._real:
+            note = "; ".join([*self._notes, note] if note else self._notes)
             self.sink.close(status, self.steps_seen, note)
 
     def __enter__(self) -> Tracer:
@@ -305,7 +332,8 @@ class Tracer:
 
     def _begin(self, n: int) -> None:
         self.cur_step = n
-        self.steps_seen.append(n)
+        if n != INIT_STEP:
+            self.steps_seen.append(n)
         if self.enabled and self.config.in_window(n):
             self._activate()
 
@@ -313,16 +341,185 @@ class Tracer:
         step = self.cur_step
         was_active = self._active
         self._deactivate()
-        if was_active and step is not None:
+        if was_active and step is not None and (self._events or step != INIT_STEP):
             self._suspended += 1
             try:
                 self.sink.write_step(step, self._events)
             finally:
                 self._suspended -= 1
+        if step is not None and step != INIT_STEP:
+            self._last_closed = step
         self._events = []
         self._calls.clear()
         self._uninit.clear()
         self.cur_step = None
+
+    # Automatic boundaries (auto_steps). Events before the first step are the init phase,
+    # step INIT_STEP. The first step begins at the step function's first call or, without
+    # one, at the first DeepSpeed engine call, the first module forward with grad enabled
+    # or the first backward, whichever comes first. An optimizer step before that (inside
+    # deepspeed.initialize, say) is an init event, never a boundary.
+    def _start_step(self, n: int) -> None:
+        self._first_step_begins()
+        self._started = True
+        self.step(n)
+
+    def _await_first_step(self) -> None:
+        mm = torch.nn.modules.module
+        handle = mm.register_module_forward_pre_hook(self._on_first_forward)
+        self._first_step_hooks.append(handle.remove)
+        ag = torch.autograd
+        for name in ("backward", "grad"):
+            orig = getattr(ag, name)
+            self._first_step_hooks.append(functools.partial(setattr, ag, name, orig))
+            setattr(ag, name, self._first_backward(orig))
+
+    def _first_step_begins(self) -> None:
+        for undo in reversed(self._first_step_hooks):
+            undo()
+        self._first_step_hooks.clear()
+
+    def _on_first_forward(self, module, args):
+        hooked = self._pre_hooked
+        engine = self._engine_cls
+        if (
+            not self._started
+            and not self._engine_init
+            and torch.is_grad_enabled()
+            and not (engine is not None and isinstance(module, engine))
+        ):
+            self._start_step(self._first_label)
+        if not hooked and self._pre_hooked:
+            # the step begun here registered the module pre-hook, too late for this call
+            return self._on_module_pre(module, args)
+        return None
+
+    def _first_backward(self, orig):
+        @functools.wraps(orig)
+        def backward(*args, **kwargs):
+            if not self._started and not self._engine_init:
+                self._start_step(self._first_label)
+            return orig(*args, **kwargs)
+
+        return backward
+
+    def _close_reported(self, k: int) -> None:
+        """The job reported step ``k`` (MetricLog.log): the open step ends, labelled ``k``."""
+        if self._last_closed is not None and k <= self._last_closed:
+            return  # a step already closed, logged again (a second log, another counter)
+        if not self._started:
+            # nothing marked a start: everything so far is this step's
+            self._first_step_begins()
+            self._started = True
+        elif self.cur_step is not None:
+            self.steps_seen.pop()
+        self._real = True
+        self.steps_seen.append(k)
+        if self._active and not self.config.in_window(k):
+            self._deactivate()  # the step's label was foreseen wrongly: not in the window
+            self._events = []
+        for ev in self._events:
+            ev.step = k
+        self.cur_step = k
+        self._end_step()
+        self._begin(k + 1)
+
+    def _patch_metrics(self, module) -> None:
+        cls = getattr(module, "MetricLog", None)
+        if cls is None:
+            return
+        tracer = self
+        orig_init, orig_log = cls.__init__, cls.log
+        sig = inspect.signature(orig_init)
+
+        @functools.wraps(orig_init)
+        def __init__(log, *args, **kwargs):
+            orig_init(log, *args, **kwargs)
+            if tracer._source == "optimizer":
+                tracer._source = "metrics"
+            resumed = sig.bind(log, *args, **kwargs).arguments.get("resumed_from")
+            if resumed is not None and not tracer._started:
+                tracer._first_label = int(resumed) + 1
+
+        @functools.wraps(orig_log)
+        def log(metric_log, step, *args, **kwargs):
+            tracer._suspended += 1  # reading the metrics out is the job's report, not its work
+            try:
+                result = orig_log(metric_log, step, *args, **kwargs)
+            finally:
+                tracer._suspended -= 1
+            if tracer._source == "metrics" and not tracer._closed:
+                tracer._close_reported(int(step))
+            return result
+
+        self._patch(cls, "__init__", __init__)
+        self._patch(cls, "log", log)
+
+    def _watch_step_function(self, spec: str) -> None:
+        mod, qual = spec.split(":", 1)
+        if mod == "__main__":
+            self._watch_main(qual)
+        else:
+            self._watch_import(mod, lambda module: self._patch_step_function(module, qual))
+
+    def _patch_step_function(self, module, qual: str) -> bool:
+        owner = module
+        *path, name = qual.split(".")
+        try:
+            for part in path:
+                owner = getattr(owner, part)
+            raw = inspect.getattr_static(owner, name)
+        except AttributeError:
+            self._notes.append(
+                f"step function {module.__name__}:{qual} not found: steps come from the "
+                "job's MetricLog or its optimizer instead"
+            )
+            self._source = "optimizer"
+            if not self._started:
+                self._await_first_step()
+            return False
+        kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+        func = raw.__func__ if kind else raw
+        tracer = self
+
+        @functools.wraps(func)
+        def step_function(*args, **kwargs):
+            if tracer._fn_depth == 0:
+                tracer._start_step(tracer._fn_calls)
+                tracer._fn_calls += 1
+            tracer._fn_depth += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                tracer._fn_depth -= 1
+
+        self._patch(owner, name, kind(step_function) if kind else step_function)
+        return True
+
+    def _watch_main(self, qual: str) -> None:
+        """A step function of the script itself: found at its first call, patched for the rest.
+
+        The script's functions do not exist yet when the tracer is installed, and no import
+        announces them, so a profile hook watches calls until the first call of ``qual``
+        (that call is step 0), patches ``qual`` for every later call and removes itself.
+        """
+        prev = sys.getprofile()
+
+        def watch(frame, event, arg):
+            if event != "call" or frame.f_code.co_qualname != qual:
+                return
+            if frame.f_globals.get("__name__") != "__main__":
+                return
+            self._start_step(self._fn_calls)  # removes this hook
+            self._fn_calls += 1
+            self._patch_step_function(sys.modules["__main__"], qual)
+
+        def unwatch() -> None:
+            if sys.getprofile() is watch:
+                sys.setprofile(prev)
+
+        sys.setprofile(watch)
+        self._first_step_hooks.append(unwatch)
 
     def _activate(self) -> None:
         self._active = True
@@ -331,6 +528,7 @@ class Tracer:
         if level in ("module", "op"):
             mm = torch.nn.modules.module
             self._handles.append(mm.register_module_forward_pre_hook(self._on_module_pre))
+            self._pre_hooked = True
             self._handles.append(mm.register_module_forward_hook(self._on_module_post))
         if level == "op":
             self._mode = _OpMode(self)
@@ -338,6 +536,7 @@ class Tracer:
 
     def _deactivate(self) -> None:
         self._active = False
+        self._pre_hooked = False
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -722,8 +921,10 @@ class Tracer:
         self._in_optimizer = max(0, self._in_optimizer - 1)
         if self._gate():
             self._record_optimizer(opt)
+        if not (self.auto_steps and self._source == "optimizer" and self._started):
+            return
         engine_step = getattr(self._in_engine_step, "depth", 0) > 0
-        if self.auto_steps and not self._engine_seen and not engine_step:
+        if not self._engine_seen and not engine_step and not self._engine_init:
             n = self.cur_step
             self.step((n if n is not None else -1) + 1)
 
@@ -758,7 +959,17 @@ class Tracer:
         if cls is None or getattr(cls, "_triage_patched", False):
             return
         tracer = self
-        orig_forward, orig_step = cls.forward, cls.step
+        orig_init, orig_forward, orig_step = cls.__init__, cls.forward, cls.step
+
+        @functools.wraps(orig_init)
+        def __init__(engine, *args, **kwargs):
+            # deepspeed.initialize may step the optimizer (ZeRO initialises its state so):
+            # that is init work, not a training step
+            tracer._engine_init += 1
+            try:
+                orig_init(engine, *args, **kwargs)
+            finally:
+                tracer._engine_init -= 1
 
         @functools.wraps(orig_forward)
         def forward(engine, *args, **kwargs):
@@ -775,19 +986,28 @@ class Tracer:
                 result = orig_step(engine, *args, **kwargs)
             finally:
                 local.depth -= 1
-            if engine.global_steps != before and tracer.cur_step is not None:
+            steps_here = tracer._source == "optimizer"
+            if steps_here and engine.global_steps != before and tracer.cur_step is not None:
                 tracer._end_step()
             return result
 
+        self._patch(cls, "__init__", __init__)
         self._patch(cls, "forward", forward)
         self._patch(cls, "step", step)
         cls._triage_patched = True
         self._patched.append((cls, "_triage_patched", False))
+        self._engine_cls = cls
 
     def _sync_engine_step(self, engine) -> None:
+        """An engine call: the engine's step counter names the step (right after a resume)."""
+        if self._engine_init:
+            return
         self._engine_seen = True
         n = int(engine.global_steps)
-        if self.cur_step != n:
+        if not self._started:
+            if self._source != "function":
+                self._start_step(n)
+        elif self._source == "optimizer" and self.cur_step != n:
             self.step(n)
 
 

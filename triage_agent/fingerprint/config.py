@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .. import policies as _policies
 from ..errors import InputError
+from ..trace_format import INIT_STEP
 from .digest import DigestMode
 
 Level = Literal["none", "collective", "module", "op"]
@@ -34,7 +35,11 @@ class CaptureConfig(BaseModel):
 
     out_dir: Path = Field(description="directory for trace_rank*.jsonl, dumps and status files")
     steps: tuple[int, int] | None = Field(
-        default=None, description="inclusive step window; None traces every step"
+        default=None,
+        description=(
+            "inclusive step window; None traces every step. -1 is the init phase (every "
+            "event before the first step), traced also by any window that starts at 0"
+        ),
     )
     level: Level = "module"
     scope: str | None = Field(default=None, description="regex over module scopes (op/module)")
@@ -57,6 +62,21 @@ class CaptureConfig(BaseModel):
     )
     run_id: str = "run"
     policies: list[str] = Field(default_factory=list)
+    step_function: str | None = Field(
+        default=None,
+        description=(
+            "'pkg.mod:qualname' of the job's training-step function (or '__main__:name' for "
+            "one in the script): each call begins a step; by default steps come from the "
+            "job's MetricLog.log calls, else from its optimizer or DeepSpeed engine"
+        ),
+    )
+
+    @field_validator("step_function")
+    @classmethod
+    def _step_function_named(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", v):
+            raise ValueError(f"step_function {v!r} must be 'pkg.mod:qualname'")
+        return v
 
     @field_validator("scope")
     @classmethod
@@ -86,25 +106,32 @@ class CaptureConfig(BaseModel):
 
     @model_validator(mode="after")
     def _window_ordered(self) -> CaptureConfig:
-        if self.steps is not None and (self.steps[0] < 0 or self.steps[1] < self.steps[0]):
-            raise ValueError(f"step window {self.steps} is empty or negative")
+        if self.steps is not None and (self.steps[0] < INIT_STEP or self.steps[1] < self.steps[0]):
+            raise ValueError(f"step window {self.steps} is empty or starts before init (-1)")
         return self
 
     def in_window(self, step: int) -> bool:
-        return self.steps is None or self.steps[0] <= step <= self.steps[1]
+        if self.steps is None:
+            return True
+        if step == INIT_STEP:
+            # what runs before step 0 is where step 0's inputs come from
+            return self.steps[0] <= 0
+        return self.steps[0] <= step <= self.steps[1]
 
     def traces_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
 
 
 def parse_steps(spec: str | None) -> tuple[int, int] | None:
-    """'37' -> (37, 37); '36-37' -> (36, 37); None -> None."""
+    """'37' -> (37, 37); '36-37' -> (36, 37); 'init' -> (-1, -1); 'init-3' -> (-1, 3)."""
     if spec is None or spec == "":
         return None
-    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", spec)
+    m = re.fullmatch(r"\s*(\d+|init)\s*(?:-\s*(\d+)\s*)?", spec)
     if not m:
-        raise InputError(f"invalid step range {spec!r}: expected N or A-B (e.g. 36-37)")
-    a = int(m.group(1))
+        raise InputError(
+            f"invalid step range {spec!r}: expected N, A-B or init-B (e.g. 36-37, init-2)"
+        )
+    a = INIT_STEP if m.group(1) == "init" else int(m.group(1))
     b = int(m.group(2)) if m.group(2) else a
     if b < a:
         raise InputError(f"invalid step range {spec!r}: the end comes before the start")
