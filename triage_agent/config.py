@@ -122,6 +122,10 @@ def load_case(path: str | Path | None = None, **overrides: Any) -> Case | None:
         raise ConfigError(f"cannot read case file {p}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise ConfigError(f"{p}: not valid TOML: {str(exc).splitlines()[0]}") from None
     case = case_from_dict(raw, p.resolve().parent, origin=str(p))
     clean = {k: v for k, v in overrides.items() if v is not None}
     if clean:

@@ -236,7 +236,7 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
                     rm.steps[st.step] = st.metrics
                 else:
                     raise ValueError(f"unknown record type {kind!r}")
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, RecursionError) as exc:
                 if torn:
                     # a torn last line from a crashed rank: keep everything before it
                     continue

@@ -19,8 +19,9 @@ from .model import Ev, digest_sig, ev_from_model, parse_json_line, validation_me
 EVENT_PREFIXES = (b'{"type": "event", ', b'{"type":"event",')
 _EVENT_KEYS = frozenset(TraceEvent.model_fields)
 _DIGEST_KEYS = frozenset({"shape", "dtype", "numel", "digest", "order"})
-_KINDS = frozenset({"op", "module", "collective", "optimizer", "metric"})
-_PHASES = frozenset({"forward", "backward", "optimizer", "other"})
+# tuples, not sets: a garbled line may hold a list or an object here, which cannot be hashed
+_KINDS = ("op", "module", "collective", "optimizer", "metric")
+_PHASES = ("forward", "backward", "optimizer", "other")
 
 
 def fast_digest(d: Any) -> bool:

@@ -154,7 +154,7 @@ class TraceRun:
 def parse_json_line(raw: bytes, source: Path, line: int) -> Any:
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # also not UTF-8, a huge int, too deep
         raise MalformedTraceError(f"{source}:{line}: not valid JSON ({exc})") from None
 
 

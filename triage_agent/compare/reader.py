@@ -27,6 +27,7 @@ import json
 import mmap
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def _open_lines(path: Path) -> tuple[Any, bytes | mmap.mmap]:
     if path.suffix == ".gz":
         try:
             data = gzip.decompress(path.read_bytes())
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise MalformedTraceError(f"{path}: not a readable gzip file ({exc})") from None
         return io.BytesIO(data), data
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller
@@ -174,7 +175,7 @@ def _read_lines(path: Path, it: Any, buf: bytes | mmap.mmap, strict: bool):
         if raw[-1:] != b"\n":  # the last line, without its newline: torn if it does not parse
             try:
                 json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):
                 truncated_at = ln
                 warnings.append(
                     f"{path}:{ln}: torn last line (the rank stopped mid-write); "

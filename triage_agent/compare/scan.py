@@ -161,7 +161,7 @@ def scan_events(path: Path, read: Any, size: int, start: int) -> RankScan:
         if data[-1:] != b"\n":  # the last line, without its newline: torn if it does not parse
             try:
                 json.loads(data)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):
                 scan.truncated_at = ln
                 scan.warnings.append(
                     f"{path}:{ln}: torn last line (the rank stopped mid-write); "

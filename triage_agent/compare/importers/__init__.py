@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 from ..errors import FormatDetectionError
@@ -19,8 +20,10 @@ from ..model import TraceRun
 from ..parallel import read_native_pair, worth_forking
 from ..reader import RANK_FILE_RE, read_native
 from . import bridge, chrome, debugmode, megatron_lm
+from ._util import GZIP_ERRORS, JSON_ERRORS
 
 FORMATS = ("native", "bridge", "megatron-lm", "debugmode", "chrome")
+_JSON_ARRAY = re.compile(rb"\[\s*(\{|\]|$)")
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
@@ -30,7 +33,7 @@ def _head(path: Path, n: int = 4096) -> bytes:
                 return fh.read(n)
         with open(path, "rb") as fh:
             return fh.read(n)
-    except (OSError, EOFError) as exc:
+    except GZIP_ERRORS as exc:
         raise FormatDetectionError(f"{path}: cannot read ({exc})") from None
 
 
@@ -62,13 +65,14 @@ def detect(path: Path) -> str:
         first = head.split(b"\n", 1)[0]
         try:
             rec = json.loads(first)
-        except json.JSONDecodeError:
+        except JSON_ERRORS:
             rec = None
         if isinstance(rec, dict) and rec.get("type") == "header":
             return "native"
         if isinstance(rec, dict) and "_header" in rec:
             return "bridge"
-        if b"traceEvents" in head or head.startswith(b"["):
+        # a bare array of trace events; a DebugMode log opens with "[nn.Mod] ..." instead
+        if b"traceEvents" in head or _JSON_ARRAY.match(head):
             return "chrome"
     if debugmode.looks_like(head):
         return "debugmode"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MalformedTraceError
+from ._util import GZIP_ERRORS, JSON_ERRORS
 
 
 def records(path: Path, warnings: list[str]) -> Iterator[tuple[int, Any]]:
@@ -18,7 +19,7 @@ def records(path: Path, warnings: list[str]) -> Iterator[tuple[int, Any]]:
     try:
         with opener(path, "rb") as fh:
             lines = fh.read().split(b"\n")
-    except (OSError, EOFError) as exc:
+    except GZIP_ERRORS as exc:
         raise MalformedTraceError(f"{path}: cannot read ({exc})") from None
     last_torn = lines[-1] != b""
     if not last_torn:
@@ -28,7 +29,7 @@ def records(path: Path, warnings: list[str]) -> Iterator[tuple[int, Any]]:
             continue
         try:
             yield k, json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except JSON_ERRORS as exc:
             if last_torn and k == len(lines):
                 warnings.append(
                     f"{path}:{k}: torn last line (the writer stopped mid-line); "

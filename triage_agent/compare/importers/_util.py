@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
 from ..model import Ev
+
+# What reading a corrupted gzip member raises (a bad header, a cut stream, bad deflate data).
+GZIP_ERRORS = (OSError, EOFError, zlib.error)
+# What json.loads raises on bad input: a syntax error, bytes that are not UTF-8, an integer
+# past Python's digit limit (all ValueError), and nesting deeper than the interpreter's stack.
+JSON_ERRORS = (ValueError, RecursionError)
 
 
 def sig_of(value: Any) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import MalformedTraceError
 from ..model import MemoryRankStream, TraceRun
-from ._util import make_events, sigs
+from ._util import GZIP_ERRORS, JSON_ERRORS, make_events, sigs
 
 
 def _read(path: Path) -> Any:
@@ -33,8 +33,17 @@ def _read(path: Path) -> Any:
         raise MalformedTraceError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})"
         ) from None
-    except (OSError, EOFError) as exc:
+    except GZIP_ERRORS as exc:
         raise MalformedTraceError(f"{path}: cannot read ({exc})") from None
+    except JSON_ERRORS as exc:
+        raise MalformedTraceError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _pid(e: dict[str, Any], k: int, path: Path) -> int | str | None:
+    pid = e.get("pid")
+    if pid is not None and not isinstance(pid, int | str):
+        raise MalformedTraceError(f"{path}: traceEvents[{k}]: pid must be an integer or a string")
+    return pid
 
 
 def load(path: Path) -> list[TraceRun]:
@@ -44,9 +53,11 @@ def load(path: Path) -> list[TraceRun]:
     if not isinstance(events, list):
         raise MalformedTraceError(f"{path}: no traceEvents list")
     proc_names: dict[Any, str] = {}
-    for e in events:
+    for k, e in enumerate(events):
         if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name":
-            proc_names[e.get("pid")] = str((e.get("args") or {}).get("name", e.get("pid")))
+            meta = e.get("args")
+            pid = _pid(e, k, path)
+            proc_names[pid] = str(meta.get("name", pid) if isinstance(meta, dict) else pid)
     per: dict[str, dict[int, list[dict[str, Any]]]] = {}
     skipped = 0
     for k, e in enumerate(events):
@@ -61,14 +72,18 @@ def load(path: Path) -> list[TraceRun]:
             continue
         if "name" not in e:
             raise MalformedTraceError(f"{path}: traceEvents[{k}] has io but no name")
-        run = str(args.get("run", proc_names.get(e.get("pid"), e.get("pid", "run"))))
+        pid = _pid(e, k, path)
+        run = str(args.get("run", proc_names.get(pid, "run" if pid is None else pid)))
         rank = args.get("rank", e.get("tid", 0))
         if not isinstance(rank, int):
             raise MalformedTraceError(f"{path}: traceEvents[{k}]: rank must be an integer")
+        ts = e.get("ts", 0)
+        if not isinstance(ts, int | float):
+            raise MalformedTraceError(f"{path}: traceEvents[{k}]: ts must be a number")
         step = args.get("step", args.get("iteration", 0))
         per.setdefault(run, {}).setdefault(rank, []).append(
             {
-                "ts": e.get("ts", 0),
+                "ts": ts,
                 "seq": k,
                 "step": step if isinstance(step, int) else 0,
                 "kind": str(args.get("kind", "op")),

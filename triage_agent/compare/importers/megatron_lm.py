@@ -44,6 +44,11 @@ def load(path: Path) -> TraceRun:
             if not isinstance(rec["sequence"], int) or not isinstance(rec["iteration"], int):
                 raise MalformedTraceError(f"{f}:{ln}: sequence and iteration must be integers")
             r = rec.get("rank", rank)
+            if r is not None and type(r) is not int:
+                raise MalformedTraceError(f"{f}:{ln}: rank must be an integer")
+            occurrence = rec.get("occurrence")
+            if occurrence is not None and type(occurrence) is not int:
+                raise MalformedTraceError(f"{f}:{ln}: occurrence must be an integer")
             if rank is None:
                 rank = r
             elif r is not None and r != rank:
@@ -57,8 +62,8 @@ def load(path: Path) -> TraceRun:
                     "kind": "module",
                     "name": f"{rec['event']}:{rec['name']}",
                     "scope": f"mb{mb}" if mb is not None else "",
-                    "call": rec.get("occurrence"),
-                    "phase": phase if phase in _PHASES else "other",
+                    "call": occurrence,
+                    "phase": phase if isinstance(phase, str) and phase in _PHASES else "other",
                     "outputs": sigs([rec["tensor"]]),
                     "meta": {"phase": phase},
                     "line": ln,
