@@ -28,6 +28,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import hashlib
+import importlib.metadata
 import inspect
 import os
 import re
@@ -65,6 +66,26 @@ def _caller() -> str | None:
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return None
+
+
+def _optimizer_tensors(opt: Any, p: torch.Tensor) -> tuple[list[str], list[torch.Tensor]]:
+    """(names, tensors) an optimizer step reads and writes for ``p``: it, its grad, its state."""
+    state = opt.state.get(p, {})
+    keys = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
+    grad = [p.grad] if p.grad is not None else []
+    return ["param", *(["grad"] if grad else []), *keys], [p, *grad, *(state[k] for k in keys)]
+
+
+def _deepspeed_version() -> str | None:
+    """The version of the DeepSpeed imported, else of the one a later import would load."""
+    ds = sys.modules.get("deepspeed")
+    version = getattr(ds, "__version__", None) if ds is not None else None
+    if version is None:
+        try:
+            version = importlib.metadata.version("deepspeed")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return str(version)
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
@@ -178,7 +199,8 @@ class Tracer:
         self._opt_inputs: dict[int, dict] = {}
         # (address, version) of an empty* output -> (the tensor, the digest of its bytes then)
         self._uninit: dict[tuple, tuple[weakref.ref, Staged]] = {}
-        self._stack: list[tuple[str, list[Staged | None]]] = []
+        # open module calls: (scope, input digests, input copies for a dump or None)
+        self._stack: list[tuple[str, list[Staged | None], tuple | None]] = []
         self._bwd_scope = ""
         self._handles: list[Any] = []
         self._mode: _OpMode | None = None
@@ -214,8 +236,7 @@ class Tracer:
     def _header(self) -> TraceHeader:
         versions = {"torch": torch.__version__, "python": sys.version.split()[0]}
         versions["cuda"] = torch.version.cuda
-        ds = sys.modules.get("deepspeed")
-        versions["deepspeed"] = getattr(ds, "__version__", None) if ds else None
+        versions["deepspeed"] = _deepspeed_version()
         coords = {"rank": self.rank}
         if os.environ.get("LOCAL_RANK", "").isdigit():
             coords["local_rank"] = int(os.environ["LOCAL_RANK"])
@@ -700,12 +721,20 @@ class Tracer:
         return ev
 
     def _dump(
-        self, ev: PendingEvent, inputs: list | None, outputs: list, call: tuple | None = None
+        self,
+        ev: PendingEvent,
+        inputs: list | None,
+        outputs: list,
+        call: tuple | None = None,
+        names: tuple[list[str], list[str]] | None = None,
     ) -> None:
         """Save an event's tensors for byte confirmation and replay.
 
-        For an op, ``call`` is (args, kwargs) with tensors already copied to the CPU: the
-        dump is then a full call record (op, args, kwargs, device) that replays as is.
+        ``inputs`` are CPU copies taken before the event ran, in the order of its input
+        digests; ``names`` (input names, output names) says what each one is where the
+        position alone does not (a module's own weights, an optimizer's state). For an op,
+        ``call`` is (args, kwargs) with tensors already copied to the CPU: the dump is then a
+        full call record (op, args, kwargs, device) that replays as is.
         """
         self._suspended += 1
         try:
@@ -714,6 +743,8 @@ class Tracer:
             path.parent.mkdir(parents=True, exist_ok=True)
             cpu = [t.detach().to("cpu", copy=True) for t in outputs]
             rec = {"name": ev.name, "scope": ev.scope, "inputs": inputs, "outputs": cpu}
+            if names is not None:
+                rec["input_names"], rec["output_names"] = names
             if call is not None:
                 device = str(outputs[0].device) if outputs else "cpu"
                 rec.update(op=ev.name, args=call[0], kwargs=call[1], device=device)
@@ -779,7 +810,9 @@ class Tracer:
             for t in ins:  # written by this op: no longer uninitialised
                 self._uninit.pop(self._uninit_key(t), None)
         out = func(*args, **kwargs)
-        ev = self._new_event("op", name, scope, phase, staged_in)
+        # an in-place update is structural: one run may make it where the other does not
+        caller = _caller() if mutable else None
+        ev = self._new_event("op", name, scope, phase, staged_in, caller=caller)
         outs = _tensors(out)
         ev.outputs = self._stage_all(outs, mode, allocated=info.allocates)
         if rng is not None:
@@ -816,19 +849,24 @@ class Tracer:
         parent = self._stack[-1][0] if self._stack else None
         scope = self.scopes.name_of(module, parent)
         name = type(module).__name__
-        staged = []
+        staged, dumped = [], None
         if self._in_scope(scope):
             # The module's own weights and buffers are inputs too: without them a changed
             # weight reads as "equal inputs, different output" and the module as an origin.
-            own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
-            staged = self._stage_all(_tensors(args) + own, self._mode_for(name, scope))
-        self._stack.append((scope, staged))
+            own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+            ins = _tensors(args)
+            tensors = ins + [t for _, t in own]
+            staged = self._stage_all(tensors, self._mode_for(name, scope))
+            if self._wants_dump(name, scope):
+                names = [f"input{i}" for i in range(len(ins))] + [n for n, _ in own]
+                dumped = (self._cpu_copies(tensors), names)
+        self._stack.append((scope, staged, dumped))
         return None
 
     def _on_module_post(self, module, args, output):
         if not self._active or not self._stack:
             return None
-        scope, staged_in = self._stack.pop()
+        scope, staged_in, dumped = self._stack.pop()
         if self._suspended or not self._in_scope(scope):
             return None
         name = type(module).__name__
@@ -836,8 +874,10 @@ class Tracer:
         ev = self._new_event("module", name, scope, "forward", staged_in)
         outs = _tensors(output)
         ev.outputs = self._stage_all(outs, mode)
-        if self._wants_dump(name, scope):
-            self._dump(ev, None, outs)
+        if dumped is not None:
+            copies, in_names = dumped
+            out_names = [f"output{i}" for i in range(len(outs))]
+            self._dump(ev, copies, outs, names=(in_names, out_names))
         for i, t in enumerate(outs):
             if t.requires_grad and t.grad_fn is not None:
                 t.register_hook(functools.partial(self._on_module_grad, scope, name, i))
@@ -869,10 +909,12 @@ class Tracer:
             params = bound.arguments
             mode = tracer._mode_for(fname, "")
             ins = _tensors([params.get(n) for n in in_names])
+            scope = tracer._scope()
             ev = tracer._new_event(
-                "collective", fname, tracer._scope(), tracer._phase(), [], caller=_caller()
+                "collective", fname, scope, tracer._phase(), [], caller=_caller()
             )
             ev.inputs = tracer._stage_all(ins, mode)
+            dumped = tracer._cpu_copies(ins) if tracer._wants_dump(fname, scope) else None
             is_async = fname in coll.ALWAYS_ASYNC or bool(params.get("async_op", False))
             op = params.get("op")
             ev.meta = {"async": is_async}
@@ -892,6 +934,8 @@ class Tracer:
                 outs = _tensors([params.get(n) for n in out_names])
                 ev.outputs = tracer._stage_all(outs, mode)
                 ev.meta["completed"] = "wait" if is_async else "return"
+                if dumped is not None:
+                    tracer._dump(ev, dumped, outs)
 
             if is_async and work is not None:
                 ev.meta["completed"] = "not waited before the step ended"
@@ -908,14 +952,17 @@ class Tracer:
             # The step's inputs: each parameter, its gradient and its state before the update
             # (staged now, on the stream the update will run on, so they read the old values).
             pre = {}
+            oname = type(opt).__name__
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
-                    state = opt.state.get(p, {})
-                    keys = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
-                    ts = [p] + ([p.grad] if p.grad is not None else []) + [state[k] for k in keys]
-                    names = ["param"] + (["grad"] if p.grad is not None else []) + keys
-                    pre[(g, i)] = (names, self._stage_all(ts, self.config.digest))
+                    names, ts = _optimizer_tensors(opt, p)
+                    dump = self._wants_dump(self._param_name(p, g, i), oname)
+                    copies = self._cpu_copies(ts) if dump else None
+                    pre[(g, i)] = (names, self._stage_all(ts, self.config.digest), copies)
             self._opt_inputs[id(opt)] = pre
+
+    def _param_name(self, p: torch.Tensor, group: int, index: int) -> str:
+        return self.scopes.param_names.get(id(p), f"group{group}.param{index}")
 
     def _on_optimizer_step(self, opt, args, kwargs) -> None:
         self._in_optimizer = max(0, self._in_optimizer - 1)
@@ -934,24 +981,24 @@ class Tracer:
         pre = self._opt_inputs.pop(id(opt), {})
         for g, group in enumerate(opt.param_groups):
             for i, p in enumerate(group["params"]):
-                pname = self.scopes.param_names.get(id(p), f"group{g}.param{i}")
-                state = opt.state.get(p, {})
-                keys = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
-                tensors = [p] + ([p.grad] if p.grad is not None else [])
-                tensors += [state[k] for k in keys]
-                in_names, staged_in = pre.get((g, i), ([], []))
+                names, tensors = _optimizer_tensors(opt, p)
+                in_names, staged_in, copies = pre.get((g, i), ([], [], None))
+                pname = self._param_name(p, g, i)
                 ev = self._new_event(
                     "optimizer", pname, oname, "optimizer", staged_in, caller=caller
                 )
                 ev.outputs = self._stage_all(tensors, self.config.digest)
+                state = opt.state.get(p, {})
                 ev.meta = {
                     "inputs": in_names,
-                    "tensors": ["param"] + (["grad"] if p.grad is not None else []) + keys,
+                    "tensors": names,
                     "scalars": {
                         k: repr(v) for k, v in state.items() if not isinstance(v, torch.Tensor)
                     },
                     "group": g,
                 }
+                if copies is not None:
+                    self._dump(ev, copies, tensors, names=(in_names, names))
 
     # DeepSpeed engine
     def _patch_engine(self, module) -> None:
