@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from . import case_tools as c
 from . import compare_tools as k
+from . import intervention_tools as i
 from . import repro_tools as r
 from . import scan_tools as s
 from . import trace_tools as t
@@ -133,6 +134,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         w.FixCheckOut,
         RUNS_PROCESS,
         w.validate_fix,
+    ),
+    ToolSpec(
+        "rerun_with_intervention",
+        "Rerun one run with interventions",
+        i.RerunWithInterventionIn,
+        i.RerunWithInterventionOut,
+        RUNS_PROCESS,
+        i.rerun_with_intervention,
     ),
     ToolSpec(
         "revert_file",

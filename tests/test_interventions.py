@@ -519,3 +519,63 @@ def test_patches_keep_the_method_kind_and_wait_for_their_module(tmp_path, monkey
 def test_a_function_of_the_main_script_is_refused_with_the_way_out():
     with pytest.raises(InputError, match="name the module it is defined in"):
         parse_intervention("suppress __main__:train_step")
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+CASE_TOML = """
+[case]
+name = "toy"
+timeout_s = 120
+
+[runs.a]
+metrics = "{out}"
+cwd = "src"
+launch = [["{python}", "train.py", "--out", "{out}", "--config", "a.json"]]
+
+[runs.b]
+metrics = "{out}"
+cwd = "src"
+env = { TOY_JITTER = "1" }
+launch = [["{python}", "train.py", "--out", "{out}", "--config", "b.json"]]
+"""
+
+
+def _triage(root: Path, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", "rerun", "--case", "triage.toml", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_cli_rerun_prints_one_line_and_records_the_evidence(tmp_path):
+    _project(tmp_path)
+    (tmp_path / "triage.toml").write_text(CASE_TOML)
+    ok = _triage(tmp_path, "--run", "b", "--intervene", "unset TOY_JITTER")
+    assert ok.returncode == 0, ok.stderr
+    (line,) = ok.stdout.strip().splitlines()
+    assert line.startswith("run b with unset TOY_JITTER: all 5 steps match against a")
+    wrong = _triage(tmp_path, "--run", "b", "-i", "env TOY_OTHER=1", "-i", "deterministic")
+    assert wrong.returncode == 1 and "first differing step 1" in wrong.stdout
+    ev = Ledger(tmp_path / ".triage").state().evidence
+    assert [e.kind for e in ev] == [EvidenceKind.rerun, EvidenceKind.rerun]
+    assert ev[1].data["changed"][0] == "set TOY_OTHER=1" and ev[1].result == EvidenceResult.observed
+    for args, said in (
+        (["-i", "bogus X=1"], "unknown kind 'bogus'"),
+        (["-i", "config a..b=1"], "not a dotted key path"),
+        (["-i", "revert toylib.py"], "applied by the fix check"),
+        ([], "no intervention"),
+    ):
+        bad = _triage(tmp_path, "--run", "b", *args)
+        assert bad.returncode == 2 and said in bad.stderr, (args, bad.stderr)
+        assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    (tmp_path / "src" / "b.json").unlink()
+    gone = _triage(tmp_path, "--run", "b", "-i", "config optimizer.lr=0.1")
+    assert gone.returncode == 2 and "b.json named in the run's argv" in gone.stderr
+    assert "Traceback" not in gone.stderr
+    assert len(Ledger(tmp_path / ".triage").state().evidence) == 2  # nothing lost or added

@@ -454,6 +454,51 @@ def plan(
     return run.model_copy(update={"launch": launch}), policies, changes
 
 
+class PreparedRerun(BaseModel):
+    """A rerun checked and planned, not yet launched."""
+
+    run: RunSpec
+    label: str
+    policies: list[str]
+    changes: LaunchChanges
+
+
+def prepare(
+    case: Case,
+    run: str,
+    interventions: list[Intervention],
+    *,
+    workspace: Path,
+    source_dir: Path | None = None,
+) -> PreparedRerun:
+    """Check and plan a rerun; InputError for anything that cannot be applied."""
+    spec, _other = _pick_run(case, run)
+    changed, policies, changes = plan(spec, interventions, Path(workspace), source_dir)
+    tag = json.dumps([to_text(iv) for iv in interventions] + [changes.source_digest])
+    label = "intervene-" + hashlib.sha256(tag.encode()).hexdigest()[:10]
+    return PreparedRerun(run=changed, label=label, policies=policies, changes=changes)
+
+
+def launch(
+    prepared: PreparedRerun,
+    *,
+    workspace: Path,
+    timeout_s: float = 600.0,
+    progress: Progress | None = None,
+    reuse: bool = True,
+) -> RunOutcome:
+    return materialize(
+        prepared.run,
+        Path(workspace),
+        prepared.label,
+        policies=prepared.policies,
+        timeout_s=timeout_s,
+        reuse=reuse,
+        progress=progress,
+        changes=prepared.changes,
+    )
+
+
 def rerun(
     case: Case,
     run: str,
@@ -472,20 +517,9 @@ def rerun(
     InputError before launching for what cannot be applied; a rerun that starts and fails
     comes back with ``ok`` false.
     """
-    spec, _other = _pick_run(case, run)
-    ws = Path(workspace)
-    changed, policies, changes = plan(spec, interventions, ws, source_dir)
-    tag = json.dumps([to_text(iv) for iv in interventions] + [changes.source_digest])
-    label = "intervene-" + hashlib.sha256(tag.encode()).hexdigest()[:10]
-    return materialize(
-        changed,
-        ws,
-        label,
-        policies=policies,
-        timeout_s=timeout_s,
-        reuse=reuse,
-        progress=progress,
-        changes=changes,
+    prepared = prepare(case, run, interventions, workspace=workspace, source_dir=source_dir)
+    return launch(
+        prepared, workspace=workspace, timeout_s=timeout_s, progress=progress, reuse=reuse
     )
 
 
@@ -602,16 +636,10 @@ def intervene(
     spec, other = _pick_run(case, run)
     limit = min(timeout_s or case.timeout_s, case.timeout_s)
     ws = Path(ledger.workspace)
+    # checked before anything runs: bad input never costs a baseline
+    prepared = prepare(case, run, interventions, workspace=ws, source_dir=source_dir)
     base = materialize(other, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
-    out = rerun(
-        case,
-        run,
-        interventions,
-        workspace=ws,
-        timeout_s=limit,
-        source_dir=source_dir,
-        progress=progress,
-    )
+    out = launch(prepared, workspace=ws, timeout_s=limit, progress=progress)
     m = compare_runs(case, base, out)
     result = _result(m, base.ok and out.ok, hyps)
     changed = [describe(iv) for iv in interventions]

@@ -44,7 +44,9 @@ def _register_all() -> None:
         ledger_cmd,
         metrics_cmd,
         ops_cmd,
+        record_cmd,
         repro_cmd,
+        rerun_cmd,
         run_cmd,
         scan_cmd,
         trace_cmd,
@@ -55,9 +57,11 @@ def _register_all() -> None:
         scan_cmd,
         metrics_cmd,
         trace_cmd,
+        record_cmd,
         compare_cmd,
         repro_cmd,
         run_cmd,
+        rerun_cmd,
         ops_cmd,
     ):
         mod.register(app)
