@@ -470,7 +470,11 @@ class Tracer:
             finally:
                 tracer._suspended -= 1
             if tracer._source == "metrics" and not tracer._closed:
-                tracer._close_reported(int(step))
+                try:
+                    k = int(step)
+                except (TypeError, ValueError):  # a step MetricLog took but no step number
+                    return result
+                tracer._close_reported(k)
             return result
 
         self._patch(cls, "__init__", __init__)
