@@ -117,3 +117,53 @@ def test_report_html_renders_verdict_and_plot_in_chromium(tmp_path):
     assert img.size == (1200, 1600)
     lo, hi = img.getextrema()
     assert lo < 80 and hi > 200, "the page rendered blank"
+
+
+def test_report_says_what_the_verdict_rests_on_and_lists_the_interventions(tmp_path):
+    ledger = _ledger_with_verdict(tmp_path)
+    st = ledger.state()
+    hid = st.verdict.hypothesis
+    for changed, first, result in (
+        ("set OMP_NUM_THREADS=1", 0, EvidenceResult.refuted),
+        ("policy deterministic", None, EvidenceResult.supported),
+    ):
+        ledger.add_evidence(
+            Evidence(
+                hypotheses=[hid],
+                kind=EvidenceKind.rerun,
+                result=result,
+                summary=changed,
+                argv=["python", "train.py", ";", "python", "resume.py", "--dir", "a b"],
+                data={
+                    "changed": [changed],
+                    "applied_to": "b",
+                    "first_step": first,
+                    "common_steps": 12,
+                },
+            )
+        )
+    write_report(ledger, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "backed by a reproducer only" in md  # the verdict's chain cites no rerun
+    assert "| set OMP_NUM_THREADS=1 | b | first differs at step 0 |" in md
+    assert "| policy deterministic | b | all 12 steps match |" in md
+    # two launches are two command lines, each quoted for a shell, never one ';' line
+    assert "python train.py\npython resume.py --dir 'a b'" in md
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "id='discriminator'" in html and "all 12 steps match" in html
+
+
+def test_an_old_ledgers_advice_dict_is_rendered_as_sentences(tmp_path):
+    ledger = _ledger_with_verdict(tmp_path)
+    ledger.set_verdict(
+        Verdict(
+            classification=Classification.unknown,
+            statement="no cause",
+            next_action='{"steps":"start the window before step 2: x","level":"capture ops"}',
+        )
+    )
+    write_report(ledger, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "- next action: Start the window before step 2: x. Capture ops." in md
+    assert '{"steps"' not in md
+    assert '{"steps"' not in (tmp_path / "out" / "report.html").read_text()

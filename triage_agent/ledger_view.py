@@ -1,10 +1,19 @@
-"""Renderings of the ledger state that do not need the terminal: rows and Markdown."""
+"""Renderings of the ledger state that do not need the terminal: rows and Markdown.
+
+What a person reads is said in sentences and tables, never as a dumped record: the
+verdict's next action, what the verdict rests on (an intervention that made every step
+match, or a reproducer alone), and one discriminator table of the interventions tried.
+"""
 
 from __future__ import annotations
+
+import json
+from typing import Literal
 
 from pydantic import BaseModel
 
 from .ledger import LedgerState
+from .records import Evidence, EvidenceKind, EvidenceResult
 
 
 class HypothesisRow(BaseModel):
@@ -31,6 +40,142 @@ def hypothesis_rows(state: LedgerState) -> list[HypothesisRow]:
         )
         for h in state.hypotheses.values()
     ]
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+
+
+def action_text(text: str) -> str:
+    """A verdict's next action as sentences. Older ledgers hold the comparator's advice as a
+    JSON object ({"steps": ..., "level": ...}); it is said as the sentences it holds."""
+    s = (text or "").strip()
+    if s.startswith("{"):
+        try:
+            d = json.loads(s)
+        except ValueError:
+            return text
+        if isinstance(d, dict):
+            return " ".join(_sentence(str(v)) for v in d.values() if v)
+    return text
+
+
+class DiscriminatorRow(BaseModel):
+    """One intervention: what was changed, in which run, and what the bits then did."""
+
+    evidence: str
+    arm: str
+    changed: str
+    applied_to: str
+    outcome: str
+    result: str
+
+
+def _changed(e: Evidence) -> str:
+    d = e.data
+    if d.get("changed"):
+        c = d["changed"]
+        return "; ".join(map(str, c)) if isinstance(c, list) else str(c)
+    if d.get("interventions"):
+        return "; ".join(map(str, d["interventions"]))
+    if d.get("policy"):
+        return f"policy {d['policy']}"
+    if d.get("files") or d.get("reverted"):
+        files = d.get("files") or [d["reverted"]]
+        to = f" to {d['to_rev']}" if d.get("to_rev") else ""
+        return f"revert {', '.join(map(str, files))}{to}"
+    return e.summary[:80]
+
+
+def _outcome(e: Evidence) -> str:
+    d = e.data
+    if e.result == EvidenceResult.error:
+        return "the rerun failed"
+    first = d.get("first_step")
+    if first is not None:
+        return f"first differs at step {first}"
+    steps = d.get("common_steps")
+    match = d.get("match") if isinstance(d.get("match"), dict) else {}
+    if steps and (match.get("all_match") or e.result == EvidenceResult.supported):
+        return f"all {steps} steps match"
+    return "no step differs where both have data, but it is not a match: " + str(
+        match.get("note") or d.get("gaps") or "the comparison is incomplete"
+    )
+
+
+def discriminator_rows(state: LedgerState) -> list[DiscriminatorRow]:
+    """Every uninstrumented rerun with one thing changed, in the order they ran."""
+    return [
+        DiscriminatorRow(
+            evidence=e.id,
+            arm=", ".join(e.hypotheses) or "-",
+            changed=_changed(e),
+            applied_to=str(e.data.get("applied_to") or "B"),
+            outcome=_outcome(e),
+            result=e.result.value,
+        )
+        for e in state.evidence
+        if e.kind == EvidenceKind.rerun
+    ]
+
+
+class VerdictBasis(BaseModel):
+    kind: Literal["intervention", "reproducer", "none"]
+    text: str
+    evidence: str | None = None
+
+
+def verdict_basis(state: LedgerState) -> VerdictBasis | None:
+    """What the recorded verdict rests on: an intervention on the runs that made every step
+    match (the strongest proof), or a reproducer (or replay) alone."""
+    v = state.verdict
+    if v is None:
+        return None
+    chain = [e for e in state.evidence if e.id in set(v.evidence)]
+    mine = [e for e in chain if v.hypothesis and v.hypothesis in e.hypotheses]
+    rerun = next(
+        (e for e in mine if e.kind == EvidenceKind.rerun and e.result == EvidenceResult.supported),
+        None,
+    )
+    if rerun is not None:
+        return VerdictBasis(
+            kind="intervention",
+            evidence=rerun.id,
+            text=f"validated by an intervention: {_changed(rerun)} applied to "
+            f"{rerun.data.get('applied_to') or 'B'}, uninstrumented: {_outcome(rerun)} ({rerun.id})",
+        )
+    backing = next(
+        (
+            e
+            for e in mine
+            if e.kind in (EvidenceKind.reproducer, EvidenceKind.replay)
+            and e.result == EvidenceResult.supported
+        ),
+        None,
+    )
+    if backing is not None:
+        return VerdictBasis(
+            kind="reproducer",
+            evidence=backing.id,
+            text=f"backed by a {backing.kind.value} only ({backing.id}): no intervention on the "
+            "runs made every step match",
+        )
+    return VerdictBasis(kind="none", text="no execution evidence supports a cause")
+
+
+def commands_text(argv: list[str]) -> str:
+    """Recorded commands, one per line, each quoted for a POSIX shell. Evidence of several
+    launches holds them in one list with ';' between commands."""
+    import shlex
+
+    cmds: list[list[str]] = [[]]
+    for a in argv:
+        if a == ";":
+            cmds.append([])
+        else:
+            cmds[-1].append(a)
+    return "\n".join(shlex.join(c) for c in cmds if c)
 
 
 def _cell(text: str) -> str:
@@ -75,7 +220,8 @@ def to_markdown(state: LedgerState) -> str:
             f"- location: {v.location or 'n/a'}",
             f"- hypothesis: {v.hypothesis or 'none'}",
             f"- evidence chain: {', '.join(v.evidence) or 'none'}",
-            f"- next action: {v.next_action or 'n/a'}",
+            f"- basis: {verdict_basis(state).text}",
+            f"- next action: {_cell(action_text(v.next_action)) or 'n/a'}",
             "",
         ]
     else:
@@ -98,6 +244,19 @@ def to_markdown(state: LedgerState) -> str:
             out += [f"- {h.id}: {_cell(h.rationale)}" for h in why]
     else:
         out.append("None recorded.")
+    disc = discriminator_rows(state)
+    if disc:
+        out += [
+            "",
+            "## Interventions (discriminator table)",
+            "",
+            "| arm | the one thing changed | applied to | result | evidence |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {r.arm} | {_cell(r.changed)} | {r.applied_to} | {_cell(r.outcome)} | {r.evidence} |"
+            for r in disc
+        ]
     out += ["", "## Evidence", ""]
     for e in state.evidence:
         hyps = ", ".join(e.hypotheses) or "-"
@@ -105,7 +264,7 @@ def to_markdown(state: LedgerState) -> str:
         out.append("")
         out.append(_cell(e.summary))
         if e.argv:
-            out += ["", "```", " ".join(e.argv), "```"]
+            out += ["", "```", commands_text(e.argv), "```"]
         for a in e.artifacts:
             out.append(f"- artifact `{a.path}` sha256 `{a.sha256[:16]}…` ({a.bytes} bytes)")
         if e.duration_s is not None:

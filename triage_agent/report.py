@@ -15,7 +15,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .ledger import Ledger, LedgerState
-from .ledger_view import to_markdown
+from .ledger_view import (
+    action_text,
+    commands_text,
+    discriminator_rows,
+    to_markdown,
+    verdict_basis,
+)
 from .records import EvidenceKind
 
 
@@ -63,6 +69,7 @@ def _md_table(rows: list[dict], cols: list[str]) -> list[str]:
 
 
 DIV_COLS = ["evidence", "label", "rank", "role", "step", "kind", "scope", "name", "call", "detail"]
+DISC_HEAD = ["arm", "the one thing changed", "applied to", "result", "evidence"]
 
 
 def render_markdown(state: LedgerState, plot: Path | None) -> str:
@@ -113,7 +120,10 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
         h.append(
             f"<li>location: {esc(v.location or 'n/a')}</li><li>evidence chain: {esc(', '.join(v.evidence))}</li>"
         )
-        h.append(f"<li>next action: {esc(v.next_action or 'n/a')}</li></ul>")
+        basis = verdict_basis(state)
+        if basis is not None:
+            h.append(f"<li>basis: {esc(basis.text)}</li>")
+        h.append(f"<li>next action: {esc(action_text(v.next_action) or 'n/a')}</li></ul>")
     else:
         h.append("<p>No verdict recorded.</p>")
     h.append("</div>")
@@ -135,6 +145,20 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
             f"<td class='s-{hyp.status.value}'>{hyp.status.value}</td><td>{hyp.classification.value}</td><td>{n}</td></tr>"
         )
     h.append("</table>")
+    disc = discriminator_rows(state)
+    if disc:
+        h.append(
+            "<h2>Interventions (discriminator table)</h2><table id='discriminator'><tr>"
+            + "".join(f"<th>{c}</th>" for c in DISC_HEAD)
+            + "</tr>"
+        )
+        for r in disc:
+            h.append(
+                "<tr>"
+                + "".join(f"<td>{esc(x)}</td>" for x in (r.arm, r.changed, r.applied_to, r.outcome))
+                + f"<td class='s-{r.result}'>{esc(r.evidence)}</td></tr>"
+            )
+        h.append("</table>")
     rows = _divergence_rows(state)
     if rows:
         h.append(
@@ -156,7 +180,7 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
             h.append(f"<p>for {esc(', '.join(e.hypotheses))}</p>")
         h.append(f"<p>{esc(e.summary)}</p>")
         if e.argv:
-            h.append(f"<p>to reproduce:</p><pre>{esc(' '.join(e.argv))}</pre>")
+            h.append(f"<p>to reproduce:</p><pre>{esc(commands_text(e.argv))}</pre>")
         if e.artifacts:
             h.append(
                 "<ul>"

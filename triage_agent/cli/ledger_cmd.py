@@ -10,7 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..ledger import dumps_state
-from ..ledger_view import hypothesis_rows, to_markdown
+from ..ledger_view import (
+    action_text,
+    discriminator_rows,
+    hypothesis_rows,
+    to_markdown,
+    verdict_basis,
+)
 from .common import CaseOpt, WorkspaceOpt, console, err_console, existing_ledger_for
 
 ledger_app = typer.Typer(help="Read the evidence ledger.", no_args_is_help=True)
@@ -47,9 +53,29 @@ def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
             "[bold]yes[/]" if r.verdict else "",
         )
     console.print(table)
+    disc = discriminator_rows(state)
+    if disc:
+        t = Table(title="interventions (one thing changed, uninstrumented rerun)")
+        for col in ("arm", "the one thing changed", "applied to", "result", "evidence"):
+            t.add_column(col, overflow="fold")
+        for r in disc:
+            color = {"supported": "green", "refuted": "red"}.get(r.result, "yellow")
+            t.add_row(
+                escape(r.arm),
+                escape(r.changed),
+                escape(r.applied_to),
+                f"[{color}]{escape(r.outcome)}[/]",
+                r.evidence,
+            )
+        console.print(t)
     if state.verdict:
         v = state.verdict
         console.print(f"[bold]verdict:[/] {v.classification.value} — {escape(v.statement)}")
+        basis = verdict_basis(state)
+        if basis is not None:
+            console.print(f"[bold]basis:[/] {escape(basis.text)}")
+        if v.next_action:
+            console.print(f"[bold]next action:[/] {escape(action_text(v.next_action))}")
     else:
         console.print("no verdict recorded")
 

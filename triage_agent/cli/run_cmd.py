@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..config import load_case
 from ..ledger import Ledger
+from ..ledger_view import action_text, verdict_basis
 from .common import CaseOpt, WorkspaceOpt, console, err_console
 
 DEMO_DIR = "demo-case"
@@ -124,7 +125,10 @@ def run(
         t.add_row("statement", v.statement)
         t.add_row("location", v.location or "-")
         t.add_row("evidence", ", ".join(v.evidence))
-        t.add_row("next action", v.next_action or "-")
+        basis = verdict_basis(ledger.state())
+        if basis is not None:
+            t.add_row("basis", basis.text)
+        t.add_row("next action", action_text(v.next_action) or "-")
         console.print(t)
     if report:
         from ..report import write_report
