@@ -32,12 +32,15 @@ from ..records import (
     Verdict,
 )
 from ..runs import OUT_TOKEN, materialize_case
+from .arms import Arm, first_supported
 from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
+from .declared import declared_differences, hypothesis_for
 from .fixcheck import bisect_changed_files, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
 from .stage1 import run_stage1
 from .stage2 import Stage2Result
+from .structural import extra_call_arms
 
 
 class RunOptions(BaseModel):
@@ -134,11 +137,34 @@ def run_workflow(
         on_status=lambda m: status("stage 1", m),
     )
     supported = _supported(ledger)
+    relaunch = _relaunchable(case) and ma is not None
+    where: dict[str, str] = {}  # hypothesis id -> the location an arm of it names
+
+    def arms(kind: str, found: list[Arm]) -> Hypothesis | None:
+        for a in found:
+            where[a.hypothesis.id] = a.location
+        if not found or not relaunch or _proven(ledger):
+            return None
+        return first_supported(
+            case,
+            ledger,
+            found,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            what=kind,
+            on_status=lambda m: status("intervene", m),
+        )
+
+    declared = _declared_arms(case, ledger) if relaunch else []
+    # Environment differences first: one uninstrumented rerun each, and an environment that
+    # explains the bits makes every trace of the code beside the point.
+    arms("declared environment differences", [a for a in declared if a.kind == "env"])
 
     trace: Stage2Result | None = None
     if (
         _relaunchable(case)
         and (not supported or opts.confirm_trace)
+        and not _proven(ledger)
         and time.monotonic() < deadline
     ):
         from .stage2 import run_stage2
@@ -153,6 +179,11 @@ def run_workflow(
             deadline=deadline,
             on_status=lambda m: status("stage 2", m),
         )
+    if trace is not None:
+        found, said = extra_call_arms(case, trace.extra_calls)
+        for line in said[:5]:
+            ledger.note(f"extra call not testable: {line}")
+        arms("extra calls", found)
     candidates = _candidates(ledger, trace)
     origin_id = trace.origin_hypothesis if trace else None
     if not candidates and origin_id is not None and ma is not None:
@@ -170,11 +201,13 @@ def run_workflow(
                 on_status=lambda m: status("fix", m),
             )
             if ev.result == EvidenceResult.supported:
-                candidates = [
-                    ledger.update_hypothesis(
-                        origin_hyp.id, status=HypothesisStatus.supported, evidence=[ev.id]
-                    )
-                ]
+                ledger.update_hypothesis(
+                    origin_hyp.id, status=HypothesisStatus.supported, evidence=[ev.id]
+                )
+    # A setting the runs were given differently is often the premise of the comparison, not
+    # its answer: it is tried only when nothing more specific was proven.
+    arms("declared config differences", [a for a in declared if a.kind != "env"])
+    candidates = _candidates(ledger, trace)
 
     if (
         not candidates
@@ -193,9 +226,46 @@ def run_workflow(
         )
         if hyp is not None:
             candidates = [hyp]
+    candidates = _ranked(ledger, candidates)
 
-    verdict = decide(case, ledger, rep, candidates, trace, ma, opts, status, deadline)
+    verdict = decide(case, ledger, rep, candidates, trace, ma, opts, status, deadline, where)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
+
+
+def _declared_arms(case: Case, ledger: Ledger) -> list[Arm]:
+    """The declared differences, each with the intervention that gives B A's value."""
+    a, b = materialize_case(case, Path(ledger.workspace))  # cached: the baselines
+    out = []
+    for d in declared_differences(case, a.provenance, b.provenance):
+        text = d.intervention
+        if text is None:
+            ledger.note(
+                f"declared difference not testable: {d.said()} (no intervention removes it)"
+            )
+            continue
+        out.append(
+            Arm(hypothesis=hypothesis_for(d), intervention=text, kind=d.kind, location=d.location())
+        )
+    return out
+
+
+# Which proven cause carries the verdict when several are: the most specific change first
+# (a call, a policy, a file), the settings the runs were declared to differ in last.
+_SPECIFIC = ["extra-call", "rng-state", "nondeterminism", "source-change", "environment", "config"]
+
+
+def _ranked(ledger: Ledger, hyps: list[Hypothesis]) -> list[Hypothesis]:
+    def key(h: Hypothesis) -> tuple[int, int]:
+        cat = str(h.category)
+        order = _SPECIFIC.index(cat) if cat in _SPECIFIC else _SPECIFIC.index("source-change")
+        return (0 if validated_by_rerun(ledger, h.id) else 1, order)
+
+    return sorted(hyps, key=key)
+
+
+def _proven(ledger: Ledger) -> bool:
+    """Some supported hypothesis has an intervention that made every step match."""
+    return any(validated_by_rerun(ledger, h.id) for h in _supported(ledger))
 
 
 def _supported(ledger: Ledger) -> list[Hypothesis]:
@@ -287,6 +357,7 @@ def decide(
     opts: RunOptions,
     status: Status,
     deadline: float,
+    where: dict[str, str] | None = None,
 ) -> Verdict:
     st = ledger.state()
     # Reuse a recorded verdict only if it is for this step and nothing was learnt since.
@@ -348,6 +419,8 @@ def decide(
         loc_parts.append(f"{f.file}:{f.line_start}" + (f" ({f.function})" if f.function else ""))
     if not findings and hyp.category == "source-change":
         loc_parts.append(hyp.rationale.split(" ", 1)[0])
+    if (where or {}).get(hyp.id):
+        loc_parts.append(where[hyp.id])
     if trace is not None and trace.origin_location:
         loc_parts.append(f"first divergence: {trace.origin_location}")
     fix_text = FIX_TEXT.get(hyp.category, "")

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -186,6 +186,19 @@ class _Ctx:
     timeout_s: float
     deadline: float
     on_status: Callable[[str], None]
+    extra_calls: list[Candidate] = field(default_factory=list)
+
+    def saw(self, res: CompareResult) -> None:
+        """Keep every event one run executes and the other does not, once."""
+        known = {_call_key(c) for c in self.extra_calls}
+        for c in _extra_calls(res):
+            if _call_key(c) not in known:
+                known.add(_call_key(c))
+                self.extra_calls.append(c)
+
+
+def _call_key(c: Candidate) -> tuple:
+    return (c.kind, c.rank, c.step, c.event, c.call_site, c.order)
 
 
 def trace_and_compare(
@@ -257,6 +270,7 @@ def trace_and_compare(
         )
         ledger.add_evidence(ev)
         return None, ev
+    ctx.saw(res)
     argv = joined_argv(tb)
     arts = [
         ledger.artifact(p, role=f"trace {out.run}")
@@ -352,6 +366,10 @@ class Stage2Result(BaseModel):
     first_step: int | None = Field(default=None, description="the runs' first logged step")
     searched: list[int] = Field(
         default_factory=list, description="single steps traced while moving the window back"
+    )
+    extra_calls: list[Candidate] = Field(
+        default_factory=list,
+        description="events one run executes and the other does not, in every trace of the stage",
     )
 
     @property
@@ -547,6 +565,7 @@ def run_stage2(
         arises_role=arises.role if arises and arises.ref.step <= window[0] else None,
         first_step=first_step,
         searched=searched,
+        extra_calls=ctx.extra_calls[:20],
     )
     ledger.stage(
         "trace",

@@ -1,0 +1,100 @@
+"""Testing a hypothesis by an intervention: one thing changed in one run, an uninstrumented
+rerun compared with the other run over every step and rank.
+
+An arm is a hypothesis and the intervention that tests it. It is supported only when the
+rerun makes every step match (``compare_runs``' ``all_match``), refuted when a step still
+differs, and otherwise left as it was (a rerun that failed or stopped short proves
+nothing). Arms already run keep their evidence: a resumed workflow does not rerun them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from ..errors import InputError
+from ..interventions import intervene, parse_intervention
+from ..ledger import Ledger
+from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Hypothesis, HypothesisStatus
+
+
+class Arm(BaseModel):
+    hypothesis: Hypothesis
+    intervention: str
+    run: str = "b"
+    kind: str = Field(description="what proposed it: env, flag, config-key, extra-call")
+    location: str = Field(description="what a verdict names as the cause's location")
+
+
+def _prior(ledger: Ledger, hyp_id: str) -> Evidence | None:
+    done = [
+        e
+        for e in ledger.state().evidence_for(hyp_id)
+        if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error
+    ]
+    return done[-1] if done else None
+
+
+def try_arm(
+    case: Case,
+    ledger: Ledger,
+    arm: Arm,
+    *,
+    timeout_s: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> Evidence | None:
+    """Record the arm's hypothesis, run its intervention (once), set its status."""
+    st = ledger.state()
+    hyp = st.hypotheses.get(arm.hypothesis.id) or ledger.put_hypothesis(arm.hypothesis)
+    ev = _prior(ledger, hyp.id)
+    if ev is None:
+        try:
+            iv = parse_intervention(arm.intervention)
+            on_status(f"{arm.intervention} on {arm.run.upper()}, uninstrumented")
+            res = intervene(
+                case,
+                arm.run,
+                [iv],
+                ledger=ledger,
+                hypotheses=[hyp.id],
+                timeout_s=timeout_s,
+                progress=on_status,
+            )
+        except InputError as exc:
+            ledger.note(f"{hyp.id}: '{arm.intervention}' cannot be applied: {exc}", level="warning")
+            return None
+        ev = next(e for e in ledger.state().evidence if e.id == res.evidence_id)
+    if hyp.status == HypothesisStatus.open and ev.result in (
+        EvidenceResult.supported,
+        EvidenceResult.refuted,
+    ):
+        ledger.update_hypothesis(hyp.id, status=HypothesisStatus(ev.result.value), evidence=[ev.id])
+    return ev
+
+
+def first_supported(
+    case: Case,
+    ledger: Ledger,
+    arms: list[Arm],
+    *,
+    timeout_s: float,
+    deadline: float,
+    what: str,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> Hypothesis | None:
+    """Test arms in their (ranked) order until one makes every step match, within budget."""
+    for k, arm in enumerate(arms):
+        if time.monotonic() >= deadline:
+            left = ", ".join(a.intervention for a in arms[k:])
+            ledger.note(
+                f"budget reached: {what} left untested ({left}); `triage run --budget-minutes M` "
+                "resumes with more time",
+                level="warning",
+            )
+            return None
+        ev = try_arm(case, ledger, arm, timeout_s=timeout_s, on_status=on_status)
+        if ev is not None and ev.result == EvidenceResult.supported:
+            return ledger.state().hypotheses[arm.hypothesis.id]
+    return None

@@ -1,0 +1,211 @@
+"""Declared differences between run A and run B, each proposed as a hypothesis with the
+intervention that tests it on B.
+
+What the runs were told differs is read from the case and from each baseline's recorded
+provenance, never guessed: environment variables (the case's and the numerics variables
+the provenance records), launch flags of commands that are otherwise the same program, and
+keys of the JSON config files those flags name. Each difference becomes "this difference
+causes it", tested by giving B A's value (``env``, ``unset``, ``config``) in an
+uninstrumented rerun compared with A over every step and rank.
+
+Ranked, not chosen: variables known to change kernels or reduction orders first, then the
+other variables, then config keys, then flags; the engine tests them in that order while
+the budget lasts. Limits: a flag or key present only in B cannot be removed by the
+vocabulary and is said, not tested; runs whose commands differ in number or program are
+not compared flag by flag (the difference is the shape of the job, not a setting).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ..interventions import CONFIG_FLAGS
+from ..provenance import NUMERIC_ENV_EXACT, NUMERIC_ENV_PREFIXES
+from ..records import Case, Classification, Hypothesis, Provenance, RunSpec
+from .classify import CLASSIFICATION
+
+Kind = Literal["env", "flag", "config-key"]
+
+
+class DeclaredDifference(BaseModel):
+    kind: Kind
+    key: str
+    a: Any = None
+    b: Any = None
+    a_has: bool = True
+    b_has: bool = True
+    source: str = "case"
+
+    @property
+    def intervention(self) -> str | None:
+        """The one change that gives B A's value, or None when the vocabulary has none."""
+        if self.kind == "env":
+            return f"env {self.key}={self.a}" if self.a_has else f"unset {self.key}"
+        if not self.a_has:
+            return None  # a flag or key only B has cannot be removed
+        if self.kind == "flag":
+            return None if self.a is None else f"config {self.key}={self.a}"
+        return f"config {self.key}={json.dumps(self.a)}"
+
+    def said(self) -> str:
+        def one(has: bool, v: Any) -> str:
+            return ("unset" if self.kind == "env" else "absent") if not has else json.dumps(v)
+
+        what = {"env": "environment variable", "flag": "launch flag", "config-key": "config key"}
+        return (
+            f"the runs differ in {what[self.kind]} {self.key} (A: {one(self.a_has, self.a)}, "
+            f"B: {one(self.b_has, self.b)})"
+        )
+
+    def location(self) -> str:
+        return f"{'env' if self.kind == 'env' else 'config'}:{self.key}"
+
+
+def _numeric(key: str) -> bool:
+    return key in NUMERIC_ENV_EXACT or key.startswith(NUMERIC_ENV_PREFIXES)
+
+
+def _env_diffs(a: dict[str, str], b: dict[str, str], source: str) -> list[DeclaredDifference]:
+    return [
+        DeclaredDifference(
+            kind="env", key=k, a=a.get(k), b=b.get(k), a_has=k in a, b_has=k in b, source=source
+        )
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
+
+
+def _split(argv: list[str]) -> tuple[dict[str, str | None], list[str]]:
+    """``--k=v`` and ``--k v`` as k -> v, a bare switch ``--k`` as k -> None; and what is
+    left, the positional arguments (the program, its script, ...)."""
+    flags: dict[str, str | None] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--") and len(a) > 2:
+            if "=" in a:
+                k, _, v = a.partition("=")
+                flags[k] = v
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                flags[a] = argv[i + 1]
+                i += 1
+            else:
+                flags[a] = None
+        else:
+            rest.append(a)
+        i += 1
+    return flags, rest
+
+
+def parse_flags(argv: list[str]) -> dict[str, str | None]:
+    return _split(argv)[0]
+
+
+def _config_file(run: RunSpec, flags: dict[str, str | None]) -> Path | None:
+    for f in CONFIG_FLAGS:
+        v = flags.get(f)
+        if v and v.endswith(".json"):
+            p = Path(v)
+            return p if p.is_absolute() else Path(run.cwd or ".") / p
+    return None
+
+
+def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(doc, dict):
+        out: dict[str, Any] = {}
+        for k, v in doc.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): doc}
+
+
+def _json_keys(path: Path) -> dict[str, Any] | None:
+    try:
+        return _flatten(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _launch_diffs(a: RunSpec, b: RunSpec) -> list[DeclaredDifference]:
+    if len(a.launch) != len(b.launch) or any(
+        _split(x)[1] != _split(y)[1] for x, y in zip(a.launch, b.launch, strict=True)
+    ):
+        return []
+    out: list[DeclaredDifference] = []
+    for xa, xb in zip(a.launch, b.launch, strict=True):
+        fa, fb = parse_flags(xa), parse_flags(xb)
+        ca, cb = _config_file(a, fa), _config_file(b, fb)
+        ka = _json_keys(ca) if ca else None
+        kb = _json_keys(cb) if cb else None
+        if ka is not None and kb is not None:
+            out += [
+                DeclaredDifference(
+                    kind="config-key",
+                    key=k,
+                    a=ka.get(k),
+                    b=kb.get(k),
+                    a_has=k in ka,
+                    b_has=k in kb,
+                    source=f"{ca.name} vs {cb.name}",
+                )
+                for k in sorted(set(ka) | set(kb))
+                if ka.get(k) != kb.get(k) or (k in ka) != (k in kb)
+            ]
+        skip = set(CONFIG_FLAGS) if ka is not None and kb is not None else set()
+        out += [
+            DeclaredDifference(
+                kind="flag",
+                key=k,
+                a=fa.get(k),
+                b=fb.get(k),
+                a_has=k in fa,
+                b_has=k in fb,
+                source="argv",
+            )
+            for k in sorted(set(fa) | set(fb))
+            if k not in skip
+            and (fa.get(k) != fb.get(k) or (k in fa) != (k in fb))
+            and "{out}" not in str(fa.get(k)) + str(fb.get(k))
+        ]
+    return list({(d.kind, d.key): d for d in out}.values())
+
+
+def declared_differences(
+    case: Case, prov_a: Provenance | None = None, prov_b: Provenance | None = None
+) -> list[DeclaredDifference]:
+    """Every declared difference, ranked: numerics variables, other variables, config
+    keys, flags."""
+    env = _env_diffs(case.run_a.env, case.run_b.env, "case")
+    seen = {d.key for d in env}
+    if prov_a is not None and prov_b is not None:
+        env += [d for d in _env_diffs(prov_a.env, prov_b.env, "provenance") if d.key not in seen]
+    launch = _launch_diffs(case.run_a, case.run_b)
+    rank = {"env": 1, "config-key": 2, "flag": 3}
+    return sorted(
+        env + launch,
+        key=lambda d: (0 if d.kind == "env" and _numeric(d.key) else rank[d.kind], d.key),
+    )
+
+
+def hypothesis_for(d: DeclaredDifference) -> Hypothesis:
+    category = "environment" if d.kind == "env" else "config"
+    hid = (
+        "H-"
+        + hashlib.sha256(
+            json.dumps(["declared", d.kind, d.key, d.a, d.b], default=str).encode()
+        ).hexdigest()[:10]
+    )
+    return Hypothesis(
+        id=hid,
+        statement=f"{d.said()}: this difference changes the bits",
+        category=category,
+        rationale=f"a declared difference ({d.source}); tested by giving B A's value alone: "
+        f"{d.intervention}",
+        classification=CLASSIFICATION.get(category, Classification.unknown),
+    )

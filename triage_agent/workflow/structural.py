@@ -1,0 +1,150 @@
+"""An event one run executes and the other does not proposes "this extra call changes
+state", tested by suppressing, in the run that makes it, the function the call came from.
+
+The comparison lists such events as first-divergence candidates with their call site
+(file:line of the first frame outside torch and the tracer). The function to suppress is
+the innermost ``def`` around that line, named ``package.module:Class.method`` from the file's
+place under the run's working directory or the interpreter's import path. Candidates that
+write state (an optimizer step, an in-place op, a collective) rank first; each function is
+proposed once. A call made from the ``__main__`` script, or from module level, names no
+function the bootstrap can patch: it is said, not tested.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import sys
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ..compare.result import Candidate
+from ..records import Case, Classification, Hypothesis
+from .arms import Arm
+from .classify import CLASSIFICATION
+
+MAX_CALLS = 3
+
+
+class CallSite(BaseModel):
+    file: str
+    line: int
+    module: str | None
+    qualname: str | None
+
+    @property
+    def target(self) -> str | None:
+        if not self.module or not self.qualname:
+            return None
+        return f"{self.module}:{self.qualname}"
+
+
+@cache
+def _defs(path: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, qualified name) of every function in a file."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    out: list[tuple[int, int, str]] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{child.name}"
+                out.append((child.lineno, child.end_lineno or child.lineno, name))
+                walk(child, f"{name}.<locals>.")
+
+    walk(tree, "")
+    return out
+
+
+def _module_name(file: Path, roots: list[Path]) -> str | None:
+    for root in sorted(roots, key=lambda r: len(str(r)), reverse=True):
+        try:
+            rel = file.relative_to(root)
+        except ValueError:
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        if parts and all(p.isidentifier() for p in parts):
+            return ".".join(parts)
+    return None
+
+
+def call_site(caller: str, run_cwd: str | None) -> CallSite | None:
+    """Where a call came from, with the function around it named for a patch."""
+    file, _, line = caller.rpartition(":")
+    if not file or not line.isdigit():
+        return None
+    path = Path(file).resolve()
+    n = int(line)
+    inner = [d for d in _defs(str(path)) if d[0] <= n <= d[1]]
+    qual = max(inner, key=lambda d: d[0])[2] if inner else None
+    if qual is not None and "<locals>" in qual:
+        qual = None  # a nested function is not reachable by its qualified name
+    roots = [Path(run_cwd).resolve()] if run_cwd else []
+    roots += [Path(p).resolve() for p in sys.path if p and Path(p).is_dir()]
+    return CallSite(file=str(path), line=n, module=_module_name(path, roots), qualname=qual)
+
+
+def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm], list[str]]:
+    """Arms for the events only one run executes, and what could not be made an arm."""
+    ordered = sorted(candidates, key=lambda c: (not c.writes_state, c.step, c.order))
+    arms: list[Arm] = []
+    said: list[str] = []
+    seen: set[str] = set()
+    blind: list[str] = []
+    for c in ordered:
+        if c.kind not in ("extra", "missing"):
+            continue
+        run = "b" if c.kind == "extra" else "a"
+        if not c.call_site:
+            blind.append(c.event)
+            continue
+        spec = case.run_b if run == "b" else case.run_a
+        site = call_site(c.call_site, spec.cwd)
+        target = site.target if site else None
+        if target is None or target.startswith("__main__"):
+            said.append(
+                f"{c.describe()}: the call is made outside a function of an importable module "
+                "(the script itself, or module level), which no patch can reach"
+            )
+            continue
+        if target in seen:
+            continue
+        seen.add(target)
+        what = c.state_write or f"{c.event_kind} event"
+        hid = "H-" + hashlib.sha256(f"extra-call|{run}|{target}".encode()).hexdigest()[:10]
+        arms.append(
+            Arm(
+                run=run,
+                intervention=f"suppress {target}",
+                kind="extra-call",
+                location=f"{site.file}:{site.line} ({site.qualname})",
+                hypothesis=Hypothesis(
+                    id=hid,
+                    statement=f"only run {run.upper()} calls {target} ({site.file}:{site.line}), "
+                    f"which runs {what} at {c.event} in step {c.step}: this extra call changes "
+                    "state",
+                    category="extra-call",
+                    rationale=f"the trace shows {c.describe()}; suppressing the function it came "
+                    f"from in run {run.upper()} alone tests it",
+                    classification=CLASSIFICATION.get("extra-call", Classification.unknown),
+                ),
+            )
+        )
+        if len(arms) >= MAX_CALLS:
+            break
+    if blind:
+        names = ", ".join(dict.fromkeys(blind))
+        said.append(
+            f"{len(blind)} event(s) only one run executes have no recorded call site, so no "
+            f"function to suppress: {names[:300]}"
+        )
+    return arms, said
