@@ -69,6 +69,13 @@ B = suspect). The users know floating point and NCCL well. Report only what you 
    {t("revert_file", "rerun B with one changed file at A's revision")}. One changed policy
    or file per call; a rerun that makes every step match is the causal evidence the verdict
    cites, one that does not refutes that fix. Do this before record_verdict.
+   Every declared difference between the runs (an environment variable, a launch flag, a
+   config key) and every event only one run executes (with its call site) is a hypothesis
+   too: {t("rerun_with_intervention", "rerun one run with ONE intervention: env, unset, config, suppress, replace, a policy")}
+   tests it (give B A's value; suppress the function the extra call came from). Try the
+   environment first and the settings the comparison is about last: those are often its
+   premise, not its answer. If the first traced step already receives different inputs,
+   move the window back (down to the first step and initialisation) before concluding.
    (The whole sequence, headless: {t("run_workflow", "the same stages driven end to end")}.)
 
 5. Verdict. {t("record_verdict", "bug / policy-difference / environment / unknown")}:

@@ -20,6 +20,12 @@ from typing import Annotated
 from pydantic import BaseModel, Field, create_model
 
 from triage_agent.errors import InputError
+from triage_agent.ledger_view import (
+    DiscriminatorRow,
+    VerdictBasis,
+    discriminator_rows,
+    verdict_basis,
+)
 from triage_agent.policies import POLICIES, POLICY_HELP, check
 from triage_agent.records import Case, Evidence, EvidenceResult, Verdict
 from triage_agent.workflow.characterize import MismatchReport
@@ -223,6 +229,16 @@ RunWorkflowIn = create_model(
 
 class RunWorkflowOut(BaseModel):
     verdict: Verdict | None = Field(description="None when no mismatch was found")
+    basis: VerdictBasis | None = Field(
+        default=None,
+        description="what the verdict rests on: an intervention that made every step match, "
+        "or a reproducer alone",
+    )
+    interventions: list[DiscriminatorRow] = Field(
+        default_factory=list,
+        description="the discriminator table: each rerun's one change, the run it was applied "
+        "to, and the first differing step or 'all N steps match'",
+    )
     mismatch: MismatchReport | None
     seconds: float
     notes: list[str]
@@ -263,8 +279,11 @@ def run_workflow(ws: Workspace, args: RunWorkflowIn, progress: Progress) -> RunW
         )
     done = res.verdict.statement if res.verdict else (res.notes[0] if res.notes else "done")
     progress(count[0] + 1, count[0] + 1, cap_text(done, 500))
+    st = ws.ledger.state()
     return RunWorkflowOut(
         verdict=res.verdict,
+        basis=verdict_basis(st),
+        interventions=discriminator_rows(st)[:MAX_LIST_ITEMS],
         mismatch=rep,
         seconds=res.seconds,
         notes=[cap_text(n, 2000) for n in res.notes[:MAX_LIST_ITEMS]],

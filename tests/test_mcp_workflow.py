@@ -278,6 +278,7 @@ def test_run_workflow_reports_verdict_progress_and_resumes(tmp_path):
     # metric bits first differ at step 3 (the toy runs); nothing here can be proven causal
     assert r["mismatch"]["step"] == 3
     assert r["verdict"]["classification"] == "unknown" and r["verdict"]["next_action"]
+    assert r["basis"]["kind"] == "none" and r["interventions"] == []
     st = ws.ledger.state()
     assert st.verdict is not None and st.verdict.statement == r["verdict"]["statement"]
     assert {"confirm", "verdict"} <= set(st.stages_done())
