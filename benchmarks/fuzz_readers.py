@@ -374,6 +374,8 @@ HUGE = [
     "99999999999999999999.5",
 ]
 BAD_UTF8 = [b"\xff", b"\xfe\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"]
+# valid JSON escapes of text that is not valid Unicode: lone surrogates
+BAD_ESCAPES = [b"\\ud800", b"\\udfff", b"\\uDBFF\\u0041"]
 _NUMBER = re.compile(rb"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
 _TOML_RHS = re.compile(rb"(?m)^([A-Za-z_][\w.\-]*\s*=\s*)(.+)$")
 TOML_VALUES = [
@@ -528,7 +530,7 @@ def m_nesting(b: bytes, draw: Draw, toml: bool) -> bytes:
 def m_utf8(b: bytes, draw: Draw) -> bytes:
     quotes = [m.start() + 1 for m in re.finditer(rb'"', b[:200_000])]
     i = quotes[draw(st.integers(0, len(quotes) - 1))] if quotes else _pos(draw, b)
-    return b[:i] + draw(st.sampled_from(BAD_UTF8)) + b[i:]
+    return b[:i] + draw(st.sampled_from(BAD_UTF8 + BAD_ESCAPES)) + b[i:]
 
 
 def m_gzip(b: bytes, draw: Draw) -> bytes:
@@ -664,7 +666,7 @@ def classify(code: int | None, stderr: str) -> str:
 
 def run_cli(argv: list[str], timeout: float = 30.0, entry: Callable[[], None] = _cli_main):
     """Run ``triage ARGV`` in this process; classify what came out."""
-    out, err = io.StringIO(), io.StringIO()
+    out, err = _stream("strict"), _stream("backslashreplace")
     saved = sys.argv
     sys.argv = ["triage", *argv]
     try:
@@ -674,13 +676,23 @@ def run_cli(argv: list[str], timeout: float = 30.0, entry: Callable[[], None] = 
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Hang:
-        return Outcome("hang", None, err.getvalue(), f"past {timeout} s")
+        return Outcome("hang", None, _text(err), f"past {timeout} s")
     except Exception:  # noqa: BLE001 - this is what the harness counts
-        return Outcome("traceback", None, err.getvalue(), traceback.format_exc())
+        return Outcome("traceback", None, _text(err), traceback.format_exc())
     finally:
         sys.argv = saved
-    stderr = err.getvalue()
+    stderr = _text(err)
     return Outcome(classify(code, stderr), code, stderr)
+
+
+def _stream(errors: str) -> io.TextIOWrapper:
+    """A stream like the script's own: UTF-8 bytes underneath, so text that cannot be
+    encoded fails here as it would on a terminal (stdout strict, stderr backslashreplace)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors=errors, write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    return stream.buffer.getvalue().decode("utf-8", "replace")
 
 
 # -- the fuzz loop ------------------------------------------------------------------------

@@ -197,3 +197,35 @@ def test_debugmode_log_opening_with_a_module_line_is_detected_as_debugmode(seeds
     assert log.read_text().lstrip().startswith("[nn.Mod]")
     assert detect(log) == "debugmode"
     assert _compare(log, seeds["debugmode"] / "b.log").kind == "valid"
+
+
+@pytest.mark.parametrize("bad", [b"\xed\xa0\x80", b"\\ud800"], ids=["utf8-surrogate", "escape"])
+@pytest.mark.parametrize("out", ["table", "json"])
+def test_fuzz_found_lone_surrogate_in_a_name_is_one_line(tmp_path, seeds, bad, out):
+    """Valid JSON (or bytes json.loads accepts) naming an op with a lone surrogate: before,
+    it was read, and printing the name failed."""
+    for fmt, target, key in (
+        ("native", "a/trace_rank00000.jsonl", b'"name":"'),
+        ("bridge", "a/stream_pp0_tp0_cp0_dp0.fp", b'"op": "'),
+        ("chrome", "pair.json", b'"name": "aten::'),
+    ):
+        d = tmp_path / fmt / out / bad.hex()
+        shutil.copytree(seeds[fmt], d)
+        f = d / target
+        raw = f.read_bytes()
+        assert key in raw
+        f.write_bytes(raw.replace(key, key + bad))
+        argv = ["compare", str(d / target.split("/")[0])]
+        if fmt != "chrome":
+            argv.append(str(d / "b"))
+        res = fz.run_cli([*argv, "--format", out])
+        assert res.kind == "error", (fmt, res.detail or res.stderr)
+
+
+def test_fuzz_found_lone_surrogate_escape_in_a_metric_name_is_one_line(tmp_path, seeds):
+    run = tmp_path / "a"
+    shutil.copytree(seeds["metrics"] / "a", run)
+    f = run / "metrics_rank0.jsonl"
+    f.write_text(f.read_text().replace('"loss"', '"\\ud800loss"'))
+    res = fz.run_cli(["metrics", "diff", str(run), str(seeds["metrics"] / "b")])
+    assert res.kind == "error" and "metrics_rank0.jsonl" in res.stderr, res.detail

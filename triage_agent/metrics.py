@@ -212,6 +212,8 @@ def load_metrics(path: str | os.PathLike[str]) -> MetricRun:
                 continue
             try:
                 obj = json.loads(line)
+                if "\\ud" in line or "\\uD" in line:  # a lone surrogate escape is not text
+                    json.dumps(obj, ensure_ascii=False).encode("utf-8")
                 if not isinstance(obj, dict):
                     raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
                 kind = obj.get("type")

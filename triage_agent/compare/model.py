@@ -153,7 +153,10 @@ class TraceRun:
 
 def parse_json_line(raw: bytes, source: Path, line: int) -> Any:
     try:
-        return json.loads(raw)
+        obj = json.loads(raw.decode("utf-8"))  # strict: json.loads(bytes) passes surrogates
+        if b"\\ud" in raw or b"\\uD" in raw:  # an escaped lone surrogate is not text either
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        return obj
     except (ValueError, RecursionError) as exc:  # also not UTF-8, a huge int, too deep
         raise MalformedTraceError(f"{source}:{line}: not valid JSON ({exc})") from None
 

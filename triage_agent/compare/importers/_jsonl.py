@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import MalformedTraceError
-from ._util import GZIP_ERRORS, JSON_ERRORS
+from ._util import GZIP_ERRORS, JSON_ERRORS, loads
 
 
 def records(path: Path, warnings: list[str]) -> Iterator[tuple[int, Any]]:
@@ -28,7 +27,7 @@ def records(path: Path, warnings: list[str]) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            yield k, json.loads(raw)
+            yield k, loads(raw)
         except JSON_ERRORS as exc:
             if last_torn and k == len(lines):
                 warnings.append(

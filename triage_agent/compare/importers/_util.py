@@ -16,6 +16,24 @@ GZIP_ERRORS = (OSError, EOFError, zlib.error)
 JSON_ERRORS = (ValueError, RecursionError)
 
 
+def loads(raw: bytes | str) -> Any:
+    """``json.loads`` that refuses text which is not valid Unicode.
+
+    ``json.loads(bytes)`` lets UTF-8-encoded surrogates through, and an escaped lone
+    surrogate (``\\ud800``) is valid JSON; either would fail much later, when a name
+    holding it is printed. Raises ValueError (one of JSON_ERRORS)."""
+    text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw  # a BOM is allowed
+    obj = json.loads(text)
+    if "\\ud" in text or "\\uD" in text:  # rare: only then can a lone surrogate hide
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                "a lone surrogate escape (\\ud800-\\udfff): not Unicode text"
+            ) from None
+    return obj
+
+
 def sig_of(value: Any) -> str | None:
     """A canonical string for a foreign tensor signature (dict, number, string or list)."""
     if value is None:

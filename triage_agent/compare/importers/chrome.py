@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import MalformedTraceError
 from ..model import MemoryRankStream, TraceRun
-from ._util import GZIP_ERRORS, JSON_ERRORS, make_events, sigs
+from ._util import GZIP_ERRORS, JSON_ERRORS, loads, make_events, sigs
 
 
 def _read(path: Path) -> Any:
@@ -28,7 +28,7 @@ def _read(path: Path) -> Any:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        return json.loads(raw)
+        return loads(raw)
     except json.JSONDecodeError as exc:
         raise MalformedTraceError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})"
