@@ -1,0 +1,462 @@
+"""Faults, counted: kill -9 during ledger appends, and a full disk under the ledger and a trace.
+
+Why: a ledger next to a job that costs thousands of GPU-hours must lose nothing that was
+recorded, whatever kills the process recording it. This kills writers at random moments
+and checks, after every trial, what the ledger promises:
+
+- every append that returned is in the ledger (each writer reports an append on a pipe
+  only after the call returned; an append cut short may or may not be there);
+- the ledger reads, with at most one torn last line, reported with its offset;
+- the next append works, moves a torn tail to ``ledger.jsonl.torn-<offset>`` byte for byte
+  and records a note naming it, and loses nothing.
+
+Trial classes: one writer; several writers (2-4) killed together; several killed one by one
+at independent moments (the survivors go on appending over a dead writer's torn tail, and
+are killed later). Writers mix the public API's appends: evidence (payloads from a few
+bytes to 4 MiB, so that some kills land inside a write), notes, new hypotheses and
+hypothesis updates (a fold of the whole ledger under the lock). Every trial starts from a
+ledger holding a case, a hypothesis and an evidence record, which must survive too.
+
+Full disk (``RLIMIT_FSIZE`` in a child, SIGXFSZ ignored so a write fails with EFBIG as on a
+full disk): a ``triage`` command whose ledger append does not fit, and a traced training
+step whose trace does not fit. Each must end with one line on stderr and a non-zero exit,
+and the ledger must hold everything it held before, readable.
+
+    python benchmarks/faults.py [--trials 200] [--seed 0] [--workdir DIR] [--no-disk]
+
+Limits: kill -9 of a process, not power loss: what a killed process wrote to the page
+cache survives it, so this tests the ledger's locking, framing and torn-tail recovery, not
+the disk's write ordering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = re.compile(r"kt-w\d+-n\d+")
+PAYLOADS = (0, 64, 4096, 65536, 1 << 20, 16 << 20)
+CLASSES = ("one writer", "several, killed together", "several, killed one by one")
+
+# -- the writer (a child process) -------------------------------------------------------
+
+
+def writer(workspace: Path, index: int, seed: int) -> None:
+    """Append forever through the public API; after each append returns, report its token."""
+    from triage_agent.ledger import Ledger
+    from triage_agent.records import Evidence, EvidenceKind, EvidenceResult, Hypothesis
+
+    rng = random.Random(seed)
+    led = Ledger(workspace)
+    mine: list[str] = []
+    os.write(1, b"ready\n")
+    for n in range(10**9):
+        token = f"kt-w{index}-n{n}"
+        op = rng.choice(("evidence", "evidence", "note", "hypothesis", "update"))
+        if op == "update" and mine:
+            led.update_hypothesis(rng.choice(mine), rationale=token)
+        elif op in ("hypothesis", "update"):
+            hyp = Hypothesis(statement=token, rationale=token, category="other")
+            mine.append(led.put_hypothesis(hyp).id)
+        elif op == "note":
+            led.note(token, writer=index)
+        else:
+            pad = "x" * rng.choice(PAYLOADS)
+            led.add_evidence(
+                Evidence(
+                    kind=EvidenceKind.note,
+                    result=EvidenceResult.observed,
+                    summary=f"{token} {pad}",
+                )
+            )
+        os.write(1, f"{token}\n".encode())
+
+
+# -- one trial --------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    klass: str
+    writers: int
+    returned: int = 0  # appends reported as returned
+    lost: int = 0  # ... of which missing from the ledger
+    duplicated: int = 0  # tokens recorded more than once
+    torn_left: bool = False  # the killed writers left a torn tail
+    quarantined_live: int = 0  # torn tails a surviving writer moved aside during the trial
+    quarantine_ok: bool = True  # the next append moved the tail aside byte for byte, noted
+    next_append_ok: bool = True
+    history_ok: bool = True
+    error: str = ""  # the ledger did not read, or a writer did not start
+
+    @property
+    def survived(self) -> bool:
+        return (
+            not self.error
+            and not self.lost
+            and not self.duplicated
+            and self.quarantine_ok
+            and self.next_append_ok
+            and self.history_ok
+        )
+
+
+def _seed_ledger(ws: Path) -> set[str]:
+    from triage_agent.ledger import Ledger
+    from triage_agent.records import (
+        Case,
+        Evidence,
+        EvidenceKind,
+        EvidenceResult,
+        Hypothesis,
+        RunSpec,
+    )
+
+    led = Ledger(ws)
+    led.set_case(Case(name="kt-history-case", run_a=RunSpec(name="a"), run_b=RunSpec(name="b")))
+    led.put_hypothesis(Hypothesis(statement="kt-history-hyp", category="other"))
+    led.add_evidence(
+        Evidence(kind=EvidenceKind.note, result=EvidenceResult.observed, summary="kt-history-ev")
+    )
+    return {"kt-history-case", "kt-history-hyp", "kt-history-ev"}
+
+
+def _spawn(ws: Path, index: int, seed: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--writer", str(ws), str(index), str(seed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+
+
+def _read_reports(procs: list[subprocess.Popen], until_ready: bool, timeout: float) -> list[str]:
+    """Lines the writers reported; with ``until_ready``, only until each said 'ready'."""
+    sel = selectors.DefaultSelector()
+    bufs: dict[int, bytes] = {}
+    for p in procs:
+        assert p.stdout is not None
+        sel.register(p.stdout, selectors.EVENT_READ, p.pid)
+        bufs[p.pid] = b""
+    open_ = {p.pid for p in procs}
+    deadline = time.monotonic() + timeout
+    while open_ and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.05):
+            chunk = os.read(key.fileobj.fileno(), 1 << 16)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_.discard(key.data)
+                continue
+            bufs[key.data] += chunk
+            if until_ready and b"ready\n" in bufs[key.data]:
+                sel.unregister(key.fileobj)
+                open_.discard(key.data)
+    sel.close()
+    if open_:
+        raise TimeoutError(f"{len(open_)} writer(s) silent for {timeout} s")
+    lines = [ln for b in bufs.values() for ln in b.decode().splitlines()]
+    return [ln for ln in lines if ln != "ready"]
+
+
+def _own_token(ev) -> str | None:
+    """The token an append introduced: a hypothesis carries its statement into every later
+    version, so its own token is the rationale (set on creation and on each update)."""
+    text = {"evidence": "summary", "note": "text", "hypothesis": "rationale"}.get(ev.kind)
+    m = TOKEN.match(str(ev.data.get(text, ""))) if text else None
+    return m.group(0) if m else None
+
+
+def _tokens_in(events) -> Counter:
+    return Counter(t for t in map(_own_token, events) if t)
+
+
+def _history_ok(events, history: set[str]) -> bool:
+    import json
+
+    text = " ".join(json.dumps(ev.data) for ev in events[:10])
+    return all(h in text for h in history)
+
+
+def run_trial(
+    ws: Path,
+    klass: str,
+    rng: random.Random,
+    max_delay: float = 0.4,
+    after_kill: Callable[[Path, list[str]], None] | None = None,
+) -> Trial:
+    """One trial; ``after_kill`` (for the checker's own test) may damage the ledger first."""
+    from triage_agent.errors import TriageError
+    from triage_agent.ledger import Ledger
+
+    shutil.rmtree(ws, ignore_errors=True)
+    history = _seed_ledger(ws)
+    n = 1 if klass == CLASSES[0] else rng.randint(2, 4)
+    trial = Trial(klass, n)
+    procs = [_spawn(ws, i, rng.randrange(1 << 30)) for i in range(n)]
+    try:
+        _read_reports(procs, until_ready=True, timeout=60)
+    except TimeoutError as exc:
+        for p in procs:
+            p.kill()
+            p.wait()
+        trial.error = f"writer start: {exc}"
+        return trial
+    if klass == CLASSES[2]:
+        moments = sorted(rng.uniform(0, max_delay) for _ in procs)
+    else:
+        moments = [rng.uniform(0, max_delay)] * n
+    t0 = time.monotonic()
+    for p, at in zip(procs, moments, strict=True):
+        time.sleep(max(0.0, t0 + at - time.monotonic()))
+        p.send_signal(signal.SIGKILL)
+    for p in procs:
+        p.wait()
+    reported = _read_reports(procs, until_ready=False, timeout=10)
+    for p in procs:
+        p.stdout.close()
+    trial.returned = len(reported)
+    if after_kill is not None:
+        after_kill(ws, reported)
+    trial.quarantined_live = len(list(ws.glob("ledger.jsonl.torn-*")))
+    led = Ledger(ws)
+    try:
+        events, torn = led.read_events()
+        led.state()
+    except TriageError as exc:
+        trial.error = f"unreadable after the kill: {exc}"
+        return trial
+    trial.torn_left = torn is not None
+    seen = _tokens_in(events)
+    trial.lost = sum(1 for t in reported if seen[t] == 0)
+    trial.duplicated = sum(1 for t, k in seen.items() if k > 1)
+    trial.history_ok = _history_ok(events, history)
+    tail = led.path.read_bytes()[torn.offset :] if torn else b""
+    try:
+        led.note("kt-after", level="info")
+        after, torn_after = led.read_events()
+        led.state()
+    except (TriageError, OSError) as exc:
+        trial.next_append_ok = False
+        trial.error = f"next append: {exc}"
+        return trial
+    seen_after = _tokens_in(after)
+    trial.next_append_ok = torn_after is None and after[-1].data.get("text") == "kt-after"
+    trial.lost = max(trial.lost, sum(1 for t in reported if seen_after[t] == 0))
+    if torn:
+        aside = ws / f"ledger.jsonl.torn-{torn.offset}"
+        noted = any(e.kind == "note" and aside.name in str(e.data.get("text", "")) for e in after)
+        trial.quarantine_ok = aside.is_file() and aside.read_bytes() == tail and noted
+    return trial
+
+
+def run_trials(trials: int, seed: int, workdir: Path, max_delay: float = 0.4) -> list[Trial]:
+    """``trials`` kill trials, cycling through the classes, each in a fresh workspace."""
+    rng = random.Random(seed)
+    out = []
+    for k in range(trials):
+        ws = workdir / f"trial{k}"
+        out.append(run_trial(ws, CLASSES[k % len(CLASSES)], rng, max_delay))
+        shutil.rmtree(ws, ignore_errors=True)
+    return out
+
+
+# -- full disk ----------------------------------------------------------------------------
+
+
+@dataclass
+class DiskResult:
+    name: str
+    exit_code: int
+    said: str  # the line the command gave about it ('' if none)
+    lines: int  # lines of stderr
+    traceback: bool  # a traceback in the command's own output
+    ledger_kept: bool  # every byte the ledger held before is there, and it reads
+    detail: str = ""
+
+    @property
+    def survived(self) -> bool:
+        return self.exit_code != 0 and bool(self.said) and not self.traceback and self.ledger_kept
+
+
+def _limited(limit: int):
+    def pre() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return pre
+
+
+def _triage(argv: list[str], cwd: Path, limit: int | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=_limited(limit) if limit else None,
+        timeout=300,
+    )
+
+
+def _ledger_kept(ws: Path, before: bytes, events: int) -> tuple[bool, str]:
+    """Everything held before is still there and reads; a torn tail may follow it."""
+    from triage_agent.errors import TriageError
+    from triage_agent.ledger import Ledger
+
+    led = Ledger(ws)
+    if not led.path.read_bytes().startswith(before):
+        return False, "the ledger's earlier bytes changed"
+    try:
+        st = led.state()
+    except TriageError as exc:
+        return False, f"unreadable: {exc}"
+    torn = f", torn tail of {st.torn_tail.length} bytes" if st.torn_tail else ""
+    return st.events >= events, f"{st.events} of {events} events{torn}"
+
+
+_TINY_TRAIN = """\
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(8)])
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for s in range(30):
+    m(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def disk_faults(workdir: Path) -> list[DiskResult]:
+    """A ledger append and a trace that do not fit under RLIMIT_FSIZE (EFBIG, as on a full
+    disk), each through the CLI; afterwards, without the limit, the next append works."""
+    from triage_agent.ledger import Ledger
+
+    case = workdir / "disk"
+    shutil.rmtree(case, ignore_errors=True)
+    ws = case / ".triage"
+    _seed_ledger(ws)
+    for k in range(100):  # some history, so the limit leaves room for a reproducer file
+        Ledger(ws).note(f"history {k} " + "y" * 500)
+    out = []
+
+    def result(name: str, proc: subprocess.CompletedProcess, said: str, before, events):
+        kept, why = _ledger_kept(ws, before, events)
+        text = proc.stdout + proc.stderr
+        return DiskResult(
+            name,
+            proc.returncode,
+            said,
+            len([ln for ln in proc.stderr.splitlines() if ln.strip()]),
+            "Traceback" in text,
+            kept,
+            why,
+        )
+
+    # 1. a command whose ledger append does not fit: 100 bytes of room past the ledger
+    before = Ledger(ws).path.read_bytes()
+    events = Ledger(ws).state().events
+    proc = _triage(
+        ["reproduce", "generate", "cast_roundtrip", "-w", str(ws)], case, len(before) + 100
+    )
+    said = next((ln for ln in proc.stderr.splitlines() if ln.startswith("error:")), "")
+    r = result("ledger append (triage reproduce generate)", proc, said, before, events)
+    # the limit lifted, the next append moves whatever was cut short aside and loses nothing
+    Ledger(ws).note("after the full disk")
+    st = Ledger(ws).state()
+    r.ledger_kept = r.ledger_kept and st.torn_tail is None and st.events >= events + 1
+    r.detail += f"; next append: {st.events} events, torn tail {st.torn_tail}"
+    out.append(r)
+
+    # 2. a traced run whose trace does not fit (64 KiB), op level
+    (case / "tiny_train.py").write_text(_TINY_TRAIN)
+    before = Ledger(ws).path.read_bytes()
+    events = Ledger(ws).state().events
+    trace_dir = case / "trace"
+    argv = ["trace", "--level", "op", "--out", str(trace_dir), "--", sys.executable]
+    proc = _triage([*argv, "tiny_train.py"], case, 65536)
+    said = next((ln for ln in proc.stdout.splitlines() if "partial trace" in ln), "")
+    r = result("trace past the limit (triage trace --level op)", proc, said, before, events)
+    # what was written reads as an incomplete run, never as a complete one
+    cmp = _triage(["compare", str(trace_dir), str(trace_dir), "--format", "json"], case)
+    r.detail += f"; compare of the partial trace exits {cmp.returncode} (3: incomplete)"
+    r.ledger_kept = r.ledger_kept and cmp.returncode == 3
+    out.append(r)
+    return out
+
+
+# -- report -------------------------------------------------------------------------------
+
+
+def kill_table(trials: list[Trial]) -> str:
+    rows = [
+        "| fault | trials | writers | appends returned | lost | torn tails left | quarantined "
+        "by a live writer | survived | crashes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for klass in CLASSES:
+        ts = [t for t in trials if t.klass == klass]
+        if not ts:
+            continue
+        rows.append(
+            f"| kill -9, {klass} | {len(ts)} | {sum(t.writers for t in ts)} "
+            f"| {sum(t.returned for t in ts):,} | {sum(t.lost for t in ts)} "
+            f"| {sum(t.torn_left for t in ts)} | {sum(t.quarantined_live for t in ts)} "
+            f"| {sum(t.survived for t in ts)} | {sum(bool(t.error) for t in ts)} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-delay", type=float, default=0.4, help="latest kill, seconds")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "faults")
+    ap.add_argument("--no-disk", action="store_true", help="skip the full-disk faults")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    trials = run_trials(a.trials, a.seed, a.workdir, a.max_delay)
+    print(kill_table(trials))
+    for t in trials:
+        if not t.survived:
+            print(f"  FAILED {t}")
+    ok = all(t.survived for t in trials)
+    disk = [] if a.no_disk else disk_faults(a.workdir)
+    for d in disk:
+        print(
+            f"| full disk: {d.name} | exit {d.exit_code} | said: {d.said or '-'} "
+            f"| stderr lines {d.lines} | traceback {d.traceback} | ledger kept {d.ledger_kept} "
+            f"({d.detail}) | {'survived' if d.survived else 'FAILED'} |"
+        )
+    print(
+        f"summary: {len(trials)} kill trials, {sum(t.writers for t in trials)} writers killed, "
+        f"{sum(t.returned for t in trials):,} appends returned, "
+        f"{sum(t.lost for t in trials)} lost, {sum(t.torn_left for t in trials)} torn tails "
+        f"quarantined on the next append, {sum(t.quarantined_live for t in trials)} by a live "
+        f"writer, {sum(not t.survived for t in trials)} failed trials; "
+        f"{sum(d.survived for d in disk)}/{len(disk)} full-disk faults survived; "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+    return 0 if ok and all(d.survived for d in disk) else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--writer":
+        sys.path.insert(0, str(ROOT))
+        writer(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        sys.exit(main())
