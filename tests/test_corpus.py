@@ -176,3 +176,52 @@ def test_expected_schema_refuses_what_a_case_must_not_say(tmp_path):
         with pytest.raises(ValueError):
             load_expected(p)
         assert what
+
+
+def _accuracy():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("accuracy", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _state(klass, location, *, supported_at=None, rerun="supported"):
+    hyps = {}
+    if supported_at is not None:
+        hyps["H-1"] = {"id": "H-1", "statement": f"change at {supported_at}", "status": "supported"}
+    return {
+        "verdict": {
+            "classification": klass,
+            "location": location,
+            "hypothesis": None,
+            "evidence": ["E-1"],
+        },
+        "hypotheses": hyps,
+        "evidence": [
+            {"id": "E-1", "kind": "rerun", "result": rerun, "data": {"interventions": ["x"]}}
+        ],
+    }
+
+
+def test_accuracy_scores_right_wrong_and_unknown_as_the_benchmark_says():
+    score = _accuracy().score
+    by_name = {c.name: c.expected for c in CASES}
+    frag = by_name["ds-fragment-link"]  # deepspeed/runtime/zero/stage_1_and_2.py:857, tol 6
+    site = "/venv/lib/python3.11/site-packages/deepspeed/runtime/zero/stage_1_and_2.py"
+    assert score(frag, _state("bug", f"{site}:852"))[0] == "right"
+    assert score(frag, _state("bug", f"{site}:840"))[0] == "wrong"  # outside the tolerance
+    assert score(frag, _state("bug", "other/stage_1_and_2.py:857"))[0] == "wrong"
+    assert score(frag, _state("policy-difference", f"{site}:857"))[0] == "wrong"
+    assert score(frag, _state("unknown", None))[0] == "unknown"
+    assert score(frag, {"hypotheses": {}, "evidence": []})[0] == "unknown"
+    # an unknown verdict with a hypothesis supported somewhere else is wrong, not unknown
+    assert score(frag, _state("unknown", None, supported_at="train.py:40"))[0] == "wrong"
+    env = by_name["torch-thread-count"]  # env:OMP_NUM_THREADS
+    assert score(env, _state("environment", "environment variable OMP_NUM_THREADS"))[0] == "right"
+    assert score(env, _state("environment", "MKL_NUM_THREADS"))[0] == "wrong"
+    flag = by_name["torch-clip-norm-order"]  # config:--clip-order
+    assert score(flag, _state("policy-difference", "launch flag --clip-order"))[0] == "right"
+    assert score(flag, _state("policy-difference", "launch flag --clip-order-x"))[0] == "wrong"
