@@ -28,7 +28,8 @@ class Arm(BaseModel):
     location: str = Field(description="what a verdict names as the cause's location")
 
 
-def _prior(ledger: Ledger, hyp_id: str) -> Evidence | None:
+def prior_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
+    """The last rerun that tested this hypothesis and did not fail."""
     done = [
         e
         for e in ledger.state().evidence_for(hyp_id)
@@ -48,7 +49,7 @@ def try_arm(
     """Record the arm's hypothesis, run its intervention (once), set its status."""
     st = ledger.state()
     hyp = st.hypotheses.get(arm.hypothesis.id) or ledger.put_hypothesis(arm.hypothesis)
-    ev = _prior(ledger, hyp.id)
+    ev = prior_rerun(ledger, hyp.id)
     if ev is None:
         try:
             iv = parse_intervention(arm.intervention)

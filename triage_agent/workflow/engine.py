@@ -32,7 +32,7 @@ from ..records import (
     Verdict,
 )
 from ..runs import OUT_TOKEN, materialize_case
-from .arms import Arm, first_supported
+from .arms import Arm, first_supported, prior_rerun
 from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
 from .declared import declared_differences, hypothesis_for
@@ -191,7 +191,7 @@ def run_workflow(
         origin_hyp = ledger.state().hypotheses[origin_id]
         policy = FIX_POLICY.get(origin_hyp.category)
         if policy and _time_left(ledger, deadline, "validating the trace origin's fix"):
-            ev = _prior_rerun(ledger, origin_hyp.id) or validate_fix(
+            ev = prior_rerun(ledger, origin_hyp.id) or validate_fix(
                 case,
                 ledger,
                 policy,
@@ -283,18 +283,9 @@ def _time_left(ledger: Ledger, deadline: float, what: str) -> bool:
     return False
 
 
-def _prior_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
-    prior = [
-        e
-        for e in ledger.state().evidence_for(hyp_id)
-        if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error
-    ]
-    return prior[-1] if prior else None
-
-
 def validated_by_rerun(ledger: Ledger, hyp_id: str) -> Evidence | None:
     """The uninstrumented rerun that made every step match with this hypothesis's one change."""
-    prior = _prior_rerun(ledger, hyp_id)
+    prior = prior_rerun(ledger, hyp_id)
     return prior if prior is not None and prior.result == EvidenceResult.supported else None
 
 
@@ -381,7 +372,7 @@ def decide(
         chain.append(trace.evidence.id)
     findings = [st.findings[f] for f in hyp.findings if f in st.findings]
     policy = FIX_POLICY.get(hyp.category)
-    fix_ev: Evidence | None = _prior_rerun(ledger, hyp.id)
+    fix_ev: Evidence | None = prior_rerun(ledger, hyp.id)
     if (
         fix_ev is None
         and baseline_a is not None
