@@ -167,3 +167,13 @@ def test_an_old_ledgers_advice_dict_is_rendered_as_sentences(tmp_path):
     assert "- next action: Start the window before step 2: x. Capture ops." in md
     assert '{"steps"' not in md
     assert '{"steps"' not in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_ledger_view_names_the_step_confirm_mismatch_found_without_a_stage_marker(tmp_path):
+    from triage_agent.ledger_view import to_markdown
+
+    ledger = _ledger_with_verdict(tmp_path)  # confirmed through confirm_mismatch alone
+    assert not any(s.get("stage") == "confirm" for s in ledger.state().stages)
+    md = to_markdown(ledger.state())
+    assert "first mismatching step 7" in md
+    assert "not yet found" not in md

@@ -186,14 +186,7 @@ def to_markdown(state: LedgerState) -> str:
     out: list[str] = ["# Evidence ledger", ""]
     if state.case:
         c = state.case
-        found = next(
-            (
-                s.get("step")
-                for s in reversed(state.stages)
-                if s.get("stage") == "confirm" and s.get("status") == "done"
-            ),
-            None,
-        )
+        found = state.confirmed_step()
         if found is not None:
             given = "" if c.mismatch_step in (None, found) else f" (given: {c.mismatch_step})"
             step = f"first mismatching step {found}{given}"
