@@ -19,7 +19,7 @@ from ..records import (
     HypothesisStatus,
     RunSpec,
 )
-from ..runs import joined_argv, materialize
+from ..runs import RunOutcome, materialize, rerun_record
 from .revisions import changed_files, content_at, resolve
 
 
@@ -41,6 +41,29 @@ def _outcome(d: MetricDiff, matched: bool) -> EvidenceResult:
     if matched:
         return EvidenceResult.supported
     return EvidenceResult.refuted if d.first_step is not None else EvidenceResult.inconclusive
+
+
+def rerun_fields(*outs: RunOutcome) -> dict:
+    """Evidence fields for the relaunches behind it: every argv whole, the summed seconds and
+    the provenance in ``data["rerun"]``; ``argv`` is the first relaunch's command when that
+    relaunch is one command (a command line a person can run), never several joined."""
+    rec = rerun_record(*outs)
+    first = outs[0].argv if outs else []
+    return {
+        "argv": list(first[0]) if len(first) == 1 else None,
+        "provenance": rec.provenance,
+        "duration_s": rec.seconds,
+        "rerun": rec.model_dump(mode="json"),
+    }
+
+
+def relaunch_evidence(
+    outs: RunOutcome | list[RunOutcome], kind: EvidenceKind = EvidenceKind.rerun, **kw
+) -> Evidence:
+    """Evidence of relaunches, with :func:`rerun_fields` merged in (its record into data)."""
+    fields = rerun_fields(*(outs if isinstance(outs, list) else [outs]))
+    data = {**kw.pop("data", {}), "rerun": fields.pop("rerun")}
+    return Evidence(kind=kind, data=data, **fields, **kw)
 
 
 def validate_fix(
@@ -71,7 +94,7 @@ def validate_fix(
             timeout_s=timeout_s,
             progress=on_status,
         )
-        argv = joined_argv(out_b)
+        outs = [out_b]
         a_metrics = baseline_a_metrics
         failed = None if out_b.ok else out_b
         if both:
@@ -84,15 +107,15 @@ def validate_fix(
                 progress=on_status,
             )
             a_metrics = out_a.metrics
-            argv = joined_argv(out_b, out_a)
+            outs.append(out_a)
             failed = failed or (None if out_a.ok else out_a)
         if failed is not None:
-            last = Evidence(
+            last = relaunch_evidence(
+                outs,
                 hypotheses=hypotheses,
-                kind=EvidenceKind.rerun,
                 result=EvidenceResult.error,
                 summary=f"rerun of {failed.run} under policy {policy} failed: {failed.error or failed.exit_codes}; logs: {failed.logs[-2:]}",
-                argv=argv,
+                data={"policy": policy, "applied_to": label},
             )
             ledger.add_evidence(last)
             return last
@@ -101,12 +124,11 @@ def validate_fix(
         summary = (
             f"policy '{policy}' ({POLICY_HELP[policy]}) applied to {label}, uninstrumented: {said}"
         )
-        last = Evidence(
+        last = relaunch_evidence(
+            outs,
             hypotheses=hypotheses,
-            kind=EvidenceKind.rerun,
             result=_outcome(d, matched),
             summary=summary,
-            argv=argv,
             data={
                 "policy": policy,
                 "applied_to": label,
@@ -114,7 +136,6 @@ def validate_fix(
                 "common_steps": len(d.common_steps),
                 "gaps": d.gaps(),
             },
-            duration_s=out_b.seconds,
         )
         if matched or both:
             break
@@ -215,26 +236,23 @@ def validate_revert(
         "variant": str(Path(run.cwd or "")),
     }
     if not out.ok:
-        ev = Evidence(
+        ev = relaunch_evidence(
+            out,
             hypotheses=hypotheses,
-            kind=EvidenceKind.rerun,
             result=EvidenceResult.error,
             summary=f"rerun of B with {did} failed: {out.error or out.exit_codes}",
-            argv=joined_argv(out),
             data=data,
         )
         ledger.add_evidence(ev)
         return ev
     d = diff_metrics(load_metrics(baseline_a_metrics), load_metrics(out.metrics))
     matched, said = _against_a(d)
-    ev = Evidence(
+    ev = relaunch_evidence(
+        out,
         hypotheses=hypotheses,
-        kind=EvidenceKind.rerun,
         result=_outcome(d, matched),
         summary=f"B rerun with only {did}, uninstrumented: {said}",
-        argv=joined_argv(out),
         data={**data, "first_step": d.first_step, "common_steps": len(d.common_steps)},
-        duration_s=out.seconds,
     )
     ledger.add_evidence(ev)
     return ev

@@ -40,9 +40,10 @@ from ..records import (
     Hypothesis,
     HypothesisStatus,
 )
-from ..runs import RunOutcome, joined_argv, materialize, materialize_case
+from ..runs import RunOutcome, materialize, materialize_case
 from .characterize import MismatchReport
 from .classify import ATOMIC_OPS, CLASSIFICATION, RANDOM_OPS, EventSite, explains, parse_op
+from .fixcheck import relaunch_evidence
 from .markers import done_for
 
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
@@ -218,13 +219,13 @@ def trace_and_compare(
         ta, tb = _pair(case, ws, tag, cfg, timeout_s, on_status)
         restart = next((o for o in (ta, tb) if o.step_restart), None)
         if restart is not None:
-            ev = Evidence(
-                kind=EvidenceKind.trace_compare,
+            ev = relaunch_evidence(
+                [tb, ta],
+                EvidenceKind.trace_compare,
                 result=EvidenceResult.error,
                 summary=f"{label}: run {restart.run}: {restart.step_restart}. Traces are not "
                 "compared (they would pair different steps); make the script restore its step "
                 "counter on resume, or call the tracer's step(n) with the global step",
-                argv=joined_argv(restart),
             )
             ledger.add_evidence(ev)
             return None, ev
@@ -261,17 +262,16 @@ def trace_and_compare(
         # e.g. the window never occurred in a process (a resumed script that counts its
         # steps from 0): say why, with what the capture itself reported
         said = [w for o in (ta, tb) for w in o.warnings][:6]
-        ev = Evidence(
-            kind=EvidenceKind.trace_compare,
+        ev = relaunch_evidence(
+            [tb, ta],
+            EvidenceKind.trace_compare,
             result=EvidenceResult.error,
             summary=f"{label} ({level}): the traces cannot be compared: {exc}"
             + (f"; the capture said: {' | '.join(said)}" if said else ""),
-            argv=joined_argv(tb),
         )
         ledger.add_evidence(ev)
         return None, ev
     ctx.saw(res)
-    argv = joined_argv(tb)
     arts = [
         ledger.artifact(p, role=f"trace {out.run}")
         for out in (ta, tb)
@@ -295,11 +295,11 @@ def trace_and_compare(
         if res.status == "identical":
             result = EvidenceResult.inconclusive
     widen = next((r.outside_scope for r in res.ranks if r.outside_scope), None)
-    ev = Evidence(
-        kind=EvidenceKind.trace_compare,
+    ev = relaunch_evidence(
+        [tb, ta],
+        EvidenceKind.trace_compare,
         result=result,
         summary=summary,
-        argv=argv,
         artifacts=arts,
         data={
             "level": level,

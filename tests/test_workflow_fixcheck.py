@@ -1,0 +1,62 @@
+"""What a fix check records about the relaunches behind its evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from triage_agent.ledger import Ledger
+from triage_agent.records import Case, EvidenceResult, RunSpec
+from triage_agent.runs import materialize_case
+from triage_agent.workflow.fixcheck import validate_fix
+
+TRAIN = """import sys
+import torch
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(3):
+        if step == 1 and len(sys.argv) > 2:
+            model.weight.data[0, 0] += 1e-3
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
+def test_a_two_launch_rerun_of_both_runs_records_every_argv_and_the_summed_time(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    pause = ["{python}", "-c", "import time; time.sleep(0.3)"]
+    case = Case(
+        name="nudge",
+        workspace=str(tmp_path / "ws"),
+        run_a=RunSpec(
+            name="a", metrics="{out}", cwd=str(tmp_path), launch=[["{python}", "train.py", "{out}"]]
+        ),
+        run_b=RunSpec(
+            name="b",
+            metrics="{out}",
+            cwd=str(tmp_path),
+            launch=[pause, ["{python}", "train.py", "{out}", "nudge"]],
+        ),
+        timeout_s=120,
+    )
+    ledger = Ledger(case.workspace)
+    ledger.record_case(case)
+    base_a, _ = materialize_case(case, Path(case.workspace))
+    # no policy undoes the nudge: B alone, then A and B, both refuted
+    ev = validate_fix(case, ledger, "deterministic", [], base_a.metrics, timeout_s=120)
+    assert ev.result == EvidenceResult.refuted and ev.data["applied_to"] == "A and B"
+    rec = ev.data["rerun"]
+    assert rec["runs"] == ["b", "a"] and rec["launches"] == 3
+    assert all(isinstance(c, list) and ";" not in c for c in rec["commands"])
+    assert rec["commands"][0][-1].startswith("import time")
+    assert rec["seconds"] >= 0.3 and ev.duration_s == rec["seconds"]
+    assert rec["provenance"] is not None and ev.provenance is not None
+    # B's relaunch is two commands: no single command line stands for it
+    assert ev.argv is None
