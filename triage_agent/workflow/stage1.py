@@ -104,18 +104,31 @@ def rerank(findings: list[Finding], called: set[str]) -> list[Finding]:
     return sorted(findings, key=key)
 
 
+# A scan path may be a whole tree: its imports are read from this many files at most.
+MAX_IMPORT_FILES = 2000
+
+
+def _scan_path_scripts(case: Case) -> list[Path]:
+    """The Python files under the case's scan paths (a file, or a directory's tree)."""
+    out: list[Path] = []
+    for sp in case.scan_paths:
+        p = Path(sp)
+        if p.is_file() and p.suffix == ".py":
+            out.append(p)
+        elif p.is_dir():
+            out += sorted(p.rglob("*.py"))[: MAX_IMPORT_FILES - len(out)]
+    return out[:MAX_IMPORT_FILES]
+
+
 def framework_paths(case: Case) -> list[str]:
-    """Installed framework packages that the runs' scripts import (or launch)."""
+    """Installed framework packages that the runs' scripts or the case's scan paths import
+    (or that the runs launch): the job's own library often is what imports the framework."""
     wanted: set[str] = set()
     for run in (case.run_a, case.run_b):
-        cwd = Path(run.cwd or ".")
-        for argv in run.launch:
-            for a in argv:
-                if Path(a).name == "deepspeed":
-                    wanted.add("deepspeed")
-                p = cwd / a
-                if a.endswith(".py") and p.is_file():
-                    wanted |= _imports_of(p) & set(FRAMEWORKS)
+        if any(Path(a).name == "deepspeed" for argv in run.launch for a in argv):
+            wanted.add("deepspeed")
+    for script in [*_case_scripts(case), *_scan_path_scripts(case)]:
+        wanted |= _imports_of(script) & set(FRAMEWORKS)
     out = []
     for name in sorted(wanted):
         spec = importlib.util.find_spec(name)
