@@ -1,0 +1,116 @@
+"""`triage record -- COMMAND` (the flight recorder) and `triage record-window` (cut a window)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import InputError
+from .common import console
+
+
+def _settings(**kwargs):
+    from ..fingerprint.recorder import RecorderSettings
+
+    try:
+        return RecorderSettings(**kwargs)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"invalid recorder setting {where}: {first['msg']}".rstrip(": ")) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "record",
+        context_settings={"allow_interspersed_args": False},
+        help="Run COMMAND with the flight recorder in every process: module-level digests of "
+        "every step, in a bounded ring of per-rank trace segments under --out. The command's "
+        "exit code is passed through.",
+    )
+    def record(
+        command: Annotated[list[str], typer.Argument(help="the training command, after --")],
+        out: Annotated[
+            Path | None,
+            typer.Option("--out", help="recording directory (default: .triage/records/rec-<time>)"),
+        ] = None,
+        cap_mb: Annotated[
+            float, typer.Option("--cap-mb", help="disk cap per rank, MiB (oldest steps go first)")
+        ] = 256.0,
+        segment_mb: Annotated[
+            float, typer.Option("--segment-mb", help="size at which a segment is closed, MiB")
+        ] = 16.0,
+        level: Annotated[str, typer.Option("--level", help="module | collective")] = "module",
+        ranks: Annotated[str | None, typer.Option("--ranks", help="e.g. 0,1 or 0-3")] = None,
+        backend: Annotated[str, typer.Option("--backend", help="auto | native | python")] = "auto",
+        side_stream: Annotated[
+            bool, typer.Option("--side-stream", help="digest on a CUDA stream of its own")
+        ] = False,
+        run_id: Annotated[str, typer.Option("--run-id", help="label in every header")] = "run",
+        policy: Annotated[
+            list[str] | None, typer.Option("--policy", help="policy applied in every process")
+        ] = None,
+        timeout: Annotated[
+            float | None, typer.Option("--timeout", help="seconds before the run is killed")
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    ) -> None:
+        from ..fingerprint import parse_ranks
+        from ..fingerprint.recorder import record_command
+
+        if not command:
+            raise InputError("no command to record: give it after '--', e.g. -- python train.py")
+        if out is None:
+            out = Path(".triage/records") / time.strftime("rec-%Y%m%dT%H%M%S")
+        settings = _settings(
+            out_dir=out,
+            cap_bytes=int(cap_mb * (1 << 20)),
+            segment_bytes=int(segment_mb * (1 << 20)),
+            level=level,
+            ranks=parse_ranks(ranks),
+            run_id=run_id,
+            backend=backend,
+            side_stream=side_stream,
+        )
+        result = record_command(command, settings, policies=policy or [], timeout_s=timeout)
+        if as_json:
+            typer.echo(result.model_dump_json(indent=1))
+        else:
+            table = Table(title=f"recording of {' '.join(command)[:80]}")
+            for col in ("rank", "segments", "MiB", "steps held"):
+                table.add_column(col)
+            for r in result.ranks:
+                held = f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "-"
+                table.add_row(str(r.rank), str(r.segments), f"{r.bytes / (1 << 20):.2f}", held)
+            console.print(table)
+            console.print(f"recording: {result.out_dir}", markup=False)
+            for w in result.warnings:
+                console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        code = result.capture.exit_code
+        sys.exit(124 if code is None else code)
+
+    @app.command(
+        "record-window",
+        help="Copy steps A-B of every rank's ring in RECORDING into OUT as one trace per rank "
+        "(what `triage trace --steps A-B` would have written), for `triage compare`.",
+    )
+    def record_window(
+        recording: Annotated[Path, typer.Argument(help="a directory written by triage record")],
+        steps: Annotated[str, typer.Option("--steps", help="the window, N or A-B")],
+        out: Annotated[Path, typer.Option("--out", help="trace directory to write")],
+    ) -> None:
+        from ..fingerprint import parse_steps
+        from ..fingerprint.recorder import window
+
+        span = parse_steps(steps)
+        if span is None:
+            raise InputError("--steps is empty: give N or A-B")
+        for path in window(recording, span, out):
+            console.print(str(path), markup=False)

@@ -1,0 +1,80 @@
+"""Build the native tracer on first use, and load it from the build cache after that.
+
+The extension is built with ``torch.utils.cpp_extension.load``, the way DeepSpeed builds its
+JIT ops: under the torch extensions root (``$TORCH_EXTENSIONS_DIR`` or
+``~/.cache/torch_extensions/py<ver>_<cuda>/``), rebuilt only when a source or a flag
+changes, one builder at a time (torch's build lock; a lock left by a killed builder is
+removed by :func:`triage_agent.jit_ops.clear_stale_locks`). A CUDA build
+(``triage_native_cuda``) is made where torch sees a GPU and a CUDA toolkit; otherwise a
+host-only build (``triage_native_cpu``) that digests CPU tensors and observes ops the same
+way. The first build takes a minute or two: build ahead with :func:`build` (``triage record``
+does so before it starts the command) so that no run pays for it inside its timeout.
+
+``TRIAGE_NATIVE=0`` in the environment turns the native path off (the Python tracer is then
+used everywhere). Where the build fails (no compiler), :func:`load` returns None and
+:func:`unavailable_reason` says why, in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from types import ModuleType
+
+SOURCE_DIR = Path(__file__).resolve().parent
+HOST_SOURCES = ("capture.cpp", "bindings.cpp")
+CUDA_SOURCES = ("cuda_backend.cpp", "digest_kernels.cu")
+DISABLE_ENV = "TRIAGE_NATIVE"
+
+_lock = threading.Lock()
+_module: ModuleType | None = None
+_reason: str | None = None
+
+
+def wants_cuda() -> bool:
+    import torch
+    from torch.utils import cpp_extension
+
+    return bool(torch.cuda.is_available() and torch.version.cuda and cpp_extension.CUDA_HOME)
+
+
+def build(verbose: bool = False) -> ModuleType:
+    """Compile (or load the cached build of) the extension; raises if it cannot be built."""
+    from torch.utils import cpp_extension
+
+    cuda = wants_cuda()
+    sources = [SOURCE_DIR / s for s in HOST_SOURCES + (CUDA_SOURCES if cuda else ())]
+    # NDEBUG as libtorch is built: RecordFunction has debug-only members, so without it the
+    # inline accessors would read a different layout than the library wrote
+    cflags = ["-O3", "-DNDEBUG"] + (["-DTRIAGE_WITH_CUDA"] if cuda else [])
+    return cpp_extension.load(
+        name="triage_native_cuda" if cuda else "triage_native_cpu",
+        sources=[str(s) for s in sources],
+        extra_cflags=cflags,
+        extra_cuda_cflags=["-O3"],
+        extra_include_paths=[str(SOURCE_DIR)],
+        with_cuda=cuda,
+        verbose=verbose,
+    )
+
+
+def load(verbose: bool = False) -> ModuleType | None:
+    """The extension, built on first use; None where it is turned off or cannot be built."""
+    global _module, _reason
+    with _lock:
+        if _module is not None or _reason is not None:
+            return _module
+        if os.environ.get(DISABLE_ENV, "1") == "0":
+            _reason = f"turned off by {DISABLE_ENV}=0"
+            return None
+        try:
+            _module = build(verbose)
+        except Exception as exc:  # noqa: BLE001 - a failed build of any kind means "use Python"
+            lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+            _reason = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+        return _module
+
+
+def unavailable_reason() -> str | None:
+    return _reason
