@@ -1,19 +1,25 @@
 """Overhead of tracing one training step, against PyTorch DebugMode's tensor hashing.
 
 One process, one model (12-layer d_model=1024, 16-head, ffn 4096 bf16 transformer encoder),
-batch 8 x 1024 tokens, forward + backward. Rows: untraced; DebugMode with
-``log_tensor_hashes(hash_fn="hash_tensor", hash_inputs=True)``; this tracer at module level;
-at op level over the whole model. Prints median ms and the ratio to untraced, and writes
-the table to benchmarks/RESULTS.md with the date and GPU. Goals: op <= 1.5x, module <= 1.05x.
+batch 8 x 1024 tokens, forward + backward. Rows, all in one run: untraced; DebugMode with
+``log_tensor_hashes(hash_fn="hash_tensor", hash_inputs=True)``; the Python tracer at module
+and op level; the C++ tracer (triage_agent.fingerprint.native) at module and op level, on the
+compute stream and with the side stream; the flight recorder (module level, every step,
+into a bounded ring on disk). Every traced step's metric bits (the loss, and an XOR digest of
+the last layer's weight gradient) must equal the untraced step's: a row that differs says so
+and the run exits non-zero. Prints median ms and the ratio to untraced, writes the table to
+benchmarks/RESULTS.md with the date and GPU, and ends with the line
+``overhead: module X.XXx, op Y.YYx, recorder Z.ZZx (GPU, date)`` (the C++ tracer on the
+compute stream, and the recorder). Goals: op <= 1.5x, module <= 1.05x, recorder <= 1.05x.
 
 Run (H200): python benchmarks/trace_overhead.py
 Smaller smoke run anywhere: python benchmarks/trace_overhead.py --layers 2 --seq 128 --reps 3
 
 ``--host-cost`` measures the tracer's host (CPU) time per event instead: a deep stack of
 tiny Linear+ReLU layers on the CPU, so kernel time is negligible and the difference between
-a traced and an untraced step, divided by the events it records, is the Python cost of one
-event (staging, dedup, bookkeeping, and writing it at the step boundary). It prints a table
-and appends nothing: python benchmarks/trace_overhead.py --host-cost
+a traced and an untraced step, divided by the events it records, is the host cost of one
+event (staging, dedup, bookkeeping, and writing it at the step boundary), for the Python and
+the C++ tracer. It prints a table and appends nothing: python benchmarks/trace_overhead.py --host-cost
 
 ``--profile`` splits each mode's step into wall time, device busy time and the time of the
 digest kernels (torch.profiler), to tell host-bound overhead from bytes hashed. It prints a
@@ -32,6 +38,36 @@ from pathlib import Path
 import torch
 
 from triage_agent.fingerprint import CaptureConfig, Tracer
+from triage_agent.fingerprint.native import NativeTracer, load, unavailable_reason
+from triage_agent.fingerprint.recorder import RecorderSettings
+from triage_agent.fingerprint.recorder import start as start_recorder
+
+# (row label, how the tracer is made); the C++ rows are left out where it cannot be built
+TRACERS = [
+    ("Python tracer, module level", "module", lambda cfg: Tracer(cfg)),
+    ("Python tracer, op level", "op", lambda cfg: Tracer(cfg)),
+    ("C++ tracer, module level", "module", lambda cfg: NativeTracer(cfg)),
+    (
+        "C++ tracer, module level, side stream",
+        "module",
+        lambda cfg: NativeTracer(cfg, side_stream=True),
+    ),
+    ("C++ tracer, op level", "op", lambda cfg: NativeTracer(cfg)),
+    ("C++ tracer, op level, side stream", "op", lambda cfg: NativeTracer(cfg, side_stream=True)),
+    ("C++ tracer, op level, cross-event reuse", "op", lambda cfg: NativeTracer(cfg, cache=True)),
+    (
+        "recorder (module level, ring on disk)",
+        "module",
+        lambda cfg: start_recorder(
+            RecorderSettings(out_dir=cfg.out_dir, cap_bytes=64 << 20, segment_bytes=8 << 20)
+        ),
+    ),
+]
+SUMMARY = {
+    "module": "C++ tracer, module level",
+    "op": "C++ tracer, op level",
+    "recorder": "recorder (module level, ring on disk)",
+}
 
 
 def build(args, dev):
@@ -72,13 +108,14 @@ def host_cost(args) -> None:
 
     base = best(lambda i: step())
     print(f"untraced step: {base:.0f} us ({args.tiny_layers} x Linear(8,8)+ReLU, batch 2)")
-    print("| level | events/step | step us | host us/event | of which write us/event |")
-    print("|---|---|---|---|---|")
+    print("| tracer | level | events/step | step us | host us/event | of which write us/event |")
+    print("|---|---|---|---|---|---|")
+    backends = [("Python", Tracer)] + ([("C++", NativeTracer)] if load() is not None else [])
     with tempfile.TemporaryDirectory() as tmp:
-        for level in ("module", "op"):
-            cfg = CaptureConfig(out_dir=Path(tmp) / level, level=level)
+        for (label, cls), level in ((b, lv) for b in backends for lv in ("module", "op")):
+            cfg = CaptureConfig(out_dir=Path(tmp) / f"{label}-{level}", level=level)
             write_us: list[float] = []
-            with Tracer(cfg) as tr:
+            with cls(cfg) as tr:
 
                 def traced(i, tr=tr, write_us=write_us):
                     tr.step(i + 1)
@@ -90,7 +127,10 @@ def host_cost(args) -> None:
                 us = best(traced)
                 events = tr.sink.events_written // (args.reps + 1)
             per = (us - base) / events
-            print(f"| {level} | {events} | {us:.0f} | {per:.1f} | {min(write_us) / events:.1f} |")
+            print(
+                f"| {label} | {level} | {events} | {us:.0f} | {per:.1f} | "
+                f"{min(write_us) / events:.1f} |"
+            )
 
 
 def profile(args, step, sync, timed) -> None:
@@ -111,7 +151,7 @@ def profile(args, step, sync, timed) -> None:
         acts.append(ProfilerActivity.CUDA)
     digest_ops = ("aten::hash_tensor", "aten::stack")
 
-    def busy_of(run_one) -> tuple[float, float, int]:
+    def busy_of(run_one, name: str = "") -> tuple[float, float, int]:
         with torch_profile(activities=acts) as prof:
             run_one(10_000)
             sync()
@@ -127,27 +167,30 @@ def profile(args, step, sync, timed) -> None:
                 digest += e.device_time_total
         return busy / 1e3, digest / 1e3, kernels
 
-    def under(level, tmp, measure):
-        if level is None:
+    def under(mode, tmp, measure):
+        if mode is None:
             return measure(lambda i: step())
-        with Tracer(
-            CaptureConfig(out_dir=Path(tmp) / f"{level}-{measure.__name__}", level=level)
+        label, level, make = mode
+        with make(
+            CaptureConfig(out_dir=Path(tmp) / f"{label}-{measure.__name__}", level=level)
         ) as tr:
 
             def traced(i):
                 tr.step(i + 1)
-                step()
+                loss = step()
                 tr.end_step()
+                return loss
 
             return measure(traced)
 
-    levels = (None, "module", "op")
+    native = load() is not None
+    modes = [None] + [m for m in TRACERS if native or m[0].startswith("Python")]
     with tempfile.TemporaryDirectory() as tmp:
         # every wall first: a profiler session leaves the process slower to launch kernels
-        walls = [under(lv, tmp, timed) for lv in levels]
+        walls = [under(m, tmp, timed) for m in modes]
         rows = [
-            (lv and f"tracer, {lv} level" or "untraced", w, *under(lv, tmp, busy_of))
-            for lv, w in zip(levels, walls, strict=True)
+            (m[0] if m else "untraced", w, *under(m, tmp, busy_of))
+            for m, w in zip(modes, walls, strict=True)
         ]
     base_wall, base_busy = rows[0][1], rows[0][2]
     print("| mode | wall ms | x | device busy ms | + busy ms | digest kernels ms | kernels |")
@@ -183,20 +226,35 @@ def main() -> None:
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model, x = build(args, dev)
+    probe = model.layers[-1].linear2.weight
 
     def step():
-        model(x).float().square().mean().backward()
+        # gradients are dropped first, so the last step's stay readable for the metric check
         model.zero_grad(set_to_none=True)
+        loss = model(x).float().square().mean()
+        loss.backward()
+        return loss
 
-    def timed(run_one) -> float:
+    def metric(loss) -> tuple[int, int]:
+        """The step's metric bits: the loss's float32 pattern, an XOR digest of a gradient."""
+        return (
+            int(loss.detach().view(torch.int32).item()),
+            int(torch.hash_tensor(probe.grad.view(torch.int16)).view(torch.int64).item()),
+        )
+
+    bits: dict[str, set[tuple[int, int]]] = {}
+
+    def timed(run_one, name: str = "untraced") -> float:
         run_one(-1)  # warm-up
         sync()
         ts = []
+        seen = bits.setdefault(name, set())
         for i in range(args.reps):
             t0 = time.perf_counter()
-            run_one(i)
+            loss = run_one(i)
             sync()
             ts.append(time.perf_counter() - t0)
+            seen.add(metric(loss))  # outside the timing, after the step was written
         return statistics.median(ts) * 1e3
 
     if args.profile:
@@ -209,31 +267,48 @@ def main() -> None:
 
         def debug(i):
             with DebugMode(), DebugMode.log_tensor_hashes(hash_fn="hash_tensor", hash_inputs=True):
-                step()
+                return step()
 
-        rows.append(("DebugMode log_tensor_hashes", timed(debug), ""))
+        rows.append(("DebugMode log_tensor_hashes", timed(debug, "DebugMode"), ""))
     except Exception as exc:  # noqa: BLE001 - an older torch without the API: say so in the table
         rows.append(("DebugMode log_tensor_hashes", None, f"unavailable: {exc}"[:80]))
+    native = load() is not None
     with tempfile.TemporaryDirectory() as tmp:
-        for level in ("module", "op"):
-            cfg = CaptureConfig(out_dir=Path(tmp) / level, level=level)
-            with Tracer(cfg) as tr:
+        for k, (name, level, make) in enumerate(TRACERS):
+            if not native and not name.startswith("Python"):
+                rows.append((name, None, f"unavailable: {unavailable_reason()}"[:80]))
+                continue
+            tr = make(CaptureConfig(out_dir=Path(tmp) / f"mode{k}", level=level))
+            with tr:
 
                 def traced(i, tr=tr):
                     tr.step(i + 1)
-                    step()
+                    loss = step()
                     tr.end_step()  # the one readback of the step is inside the timing
+                    return loss
 
-                ms = timed(traced)
-                events = tr.sink.events_written
-            rows.append((f"tracer, {level} level", ms, f"{events // (args.reps + 1)} events/step"))
+                ms = timed(traced, name)
+                events = tr.sink.events_written // (args.reps + 1)
+                digests = tr.digests_staged
+            note = f"{events} events/step"
+            if name.startswith("C++"):
+                note += f", {digests // (args.reps + 1)} digests/step"
+            rows.append((name, ms, note))
     base = rows[0][1]
+    want = bits["untraced"]
+    differs = [n for n, b in bits.items() if b != want or len(b) != 1]
+    rows = [
+        (n, ms, note + ("; METRIC BITS DIFFER" if n in differs else "")) for n, ms, note in rows
+    ]
     gpu = torch.cuda.get_device_name(0) if dev.type == "cuda" else "CPU"
+    today = dt.date.today().isoformat()
     lines = [
-        f"## trace overhead, {dt.date.today().isoformat()}, {gpu}, torch {torch.__version__}",
+        f"## trace overhead, {today}, {gpu}, torch {torch.__version__}",
         "",
         f"{args.layers}-layer d_model={args.d_model} {args.heads}-head ffn {args.ffn} bf16 encoder, "
-        f"batch {args.batch} x {args.seq} tokens, forward+backward, median of {args.reps}",
+        f"batch {args.batch} x {args.seq} tokens, forward+backward, median of {args.reps}; "
+        "metric bits (loss, gradient digest) "
+        + ("equal the untraced step's in every row" if not differs else f"differ in: {differs}"),
         "",
         "| mode | median ms | x untraced | note |",
         "|---|---|---|---|",
@@ -242,10 +317,22 @@ def main() -> None:
         cell = "-" if ms is None else f"{ms:.2f}"
         ratio = "-" if ms is None else f"{ms / base:.2f}"
         lines.append(f"| {name} | {cell} | {ratio} | {note} |")
+    ratio_of = {n: ms / base for n, ms, _ in rows if ms is not None}
+
+    def fmt(key: str) -> str:
+        r = ratio_of.get(SUMMARY[key])
+        return "n/a" if r is None else f"{r:.2f}x"
+
     text = "\n".join(lines) + "\n"
     print(text)
     with open(args.results, "a", encoding="utf-8") as fh:
         fh.write("\n" + text)
+    print(
+        f"overhead: module {fmt('module')}, op {fmt('op')}, recorder {fmt('recorder')} "
+        f"({gpu}, {today})"
+    )
+    if differs:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
