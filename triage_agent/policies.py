@@ -218,14 +218,19 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     owner, attr, original = _lookup(patch.target)
     if getattr(original, "_triage_patch", None) == patch.target:
         return
-    impl = _noop if patch.replacement is None else _lookup(patch.replacement)[2]
+    # The replacement is looked up on the first call, not here: the target's module is also
+    # imported by processes that never call it (the deepspeed launcher) and that cannot see
+    # the replacement's module (a case's own folder is on the ranks' path, not the launcher's).
+    impl: list[Any] = [_noop] if patch.replacement is None else []
     called = [False]
 
     def patched(*args: Any, **kwargs: Any) -> Any:
+        if not impl:
+            impl.append(_lookup(patch.replacement)[2])
         if not called[0]:
             called[0] = True
             _report(report, patch, "called")
-        return impl(*args, **kwargs)
+        return impl[0](*args, **kwargs)
 
     patched.__name__ = getattr(original, "__name__", attr)
     patched.__qualname__ = getattr(original, "__qualname__", attr)
