@@ -317,3 +317,27 @@ def test_run_key_follows_a_reruns_changes_and_launch_env_removes_a_variable(tmp_
     env = launch_env(run, LaunchChanges(env={"DROP": None, "FROM_CALLER": None, "NEW": "2"}))
     assert env["KEEP"] == "1" and env["NEW"] == "2"
     assert "DROP" not in env and "FROM_CALLER" not in env
+
+
+def test_a_failed_rank_is_named_by_its_own_error_not_by_the_peers_that_followed(tmp_path):
+    # what a two-rank gloo job prints when rank 1 raises: rank 0 and the launcher fail after it
+    log = tmp_path / "stderr.log"
+    log.write_text(
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "train.py", line 40, in <module>\n'
+        "[rank1]: RuntimeError: norm of an empty list of tensors\n"
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+        "Connection closed by peer [127.0.0.1]:29500\n"
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGTERM: 15>.\n"
+    )
+    from triage_agent.runs import _last_error_line
+
+    assert _last_error_line(str(log)) == "[rank1]: RuntimeError: norm of an empty list of tensors"
+
+
+def test_a_single_error_line_is_still_found_when_nothing_reads_like_an_exception(tmp_path):
+    log = tmp_path / "stderr.log"
+    log.write_text("loading\nerror: config file missing\nbye\n")
+    from triage_agent.runs import _last_error_line
+
+    assert _last_error_line(str(log)) == "error: config file missing"

@@ -30,6 +30,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -398,8 +399,24 @@ def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
     return written
 
 
+# An exception line ("ValueError: ...", optionally rank-prefixed by a launcher).
+_EXC_LINE = re.compile(r"^(?:\[[^\]]*\]:?\s*)?(?:\w+\.)*\w*(?:Error|Exception): \S")
+# What the other ranks and the launcher say after one rank died: never the cause.
+_FOLLOW_ON = re.compile(
+    r"connection closed by peer|connection reset|broken pipe|gloo|nccl.*(?:remote|abort)"
+    r"|ChildFailedError|CalledProcessError|exits with return code|died|Terminat|SIGTERM",
+    re.IGNORECASE,
+)
+
+
 def _last_error_line(*logs: str | None) -> str:
-    """The last line that reads like an error, stderr first; else the last line at all."""
+    """The line that names why the run failed, stderr first.
+
+    When one rank of several fails, the others and the launcher fail after it, and their
+    messages come last ("Connection closed by peer", "exits with return code 1"); the first
+    exception that is not such a follow-on is the cause. Else the last line that reads like an
+    error, else the last line at all.
+    """
     last = ""
     for log in logs:
         if not log or not Path(log).is_file():
@@ -407,6 +424,11 @@ def _last_error_line(*logs: str | None) -> str:
         lines = [
             ln.strip() for ln in Path(log).read_text(errors="replace").splitlines() if ln.strip()
         ]
+        cause = next(
+            (ln for ln in lines if _EXC_LINE.match(ln) and not _FOLLOW_ON.search(ln)), None
+        )
+        if cause:
+            return cause[:200]
         for ln in reversed(lines):
             if "Error" in ln or "error:" in ln:
                 return ln[:200]
