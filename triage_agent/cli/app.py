@@ -40,6 +40,7 @@ def _root(
 
 def _register_all() -> None:
     from . import (
+        bisect_cmd,
         compare_cmd,
         ledger_cmd,
         metrics_cmd,
@@ -62,6 +63,7 @@ def _register_all() -> None:
         repro_cmd,
         run_cmd,
         rerun_cmd,
+        bisect_cmd,
         ops_cmd,
     ):
         mod.register(app)

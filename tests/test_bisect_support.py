@@ -1,0 +1,180 @@
+"""Shared builders for the bisection tests (no tests here): a small library's real git
+history, made with GitPython, and a case whose runs train a tiny plain-torch model with it.
+
+Every process of a run appends the path of the ``lib`` package it is about to import to the file
+named by ``BISECT_LAUNCHES``: a probe's line names its worktree, so a test counts what was
+launched, and where, from the processes themselves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+
+from triage_agent.records import Case, RunSpec, SourceSpec
+
+AUTHOR = git.Actor("Lib Dev", "dev@lib.example")
+
+OPS = '''"""Operations of the tiny model."""
+
+import torch
+
+
+def act(x):
+    return torch.tanh(x)
+
+
+def unused_a(x):
+    return x
+
+
+def unused_b(x):
+    return x
+
+
+def update(w, g, lr):
+    return w - lr * g
+'''
+
+TRAIN = """import argparse
+import importlib.util
+import os
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", required=True)
+p.add_argument("--steps", type=int, default=4)
+a = p.parse_args()
+# said before the library is imported, so a library that fails to import is counted too
+with open(os.environ["BISECT_LAUNCHES"], "a") as f:
+    f.write(os.path.realpath(importlib.util.find_spec("lib").origin) + "\\n")
+from lib import ops  # noqa: E402
+torch.manual_seed(0)
+torch.set_num_threads(1)
+w = torch.randn(8, 8, requires_grad=True)
+x = torch.randn(16, 8)
+c = torch.randn(16, 8)
+with MetricLog(a.out, rank=0) as log:
+    for step in range(a.steps):
+        loss = (ops.act(x @ w) * c).sum()
+        (g,) = torch.autograd.grad(loss, w)
+        with torch.no_grad():
+            w = ops.update(w, g, 0.1).requires_grad_()
+        log.log(step, loss=loss.detach(), grad_norm=g.norm())
+"""
+
+# the same functions, computed another way: each changes low-order bits
+SIGMOID_ACT = OPS.replace("return torch.tanh(x)", "return 2 * torch.sigmoid(2 * x) - 1")
+SCALED_UPDATE = "return (w / lr - g) * lr"
+NEUTRAL_DOC = '"""Operations of the tiny model (see README)."""'
+
+
+def edit(text: str, *pairs: tuple[str, str]) -> str:
+    for old, new in pairs:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def commit(repo: git.Repo, files: dict[str, str | None], message: str) -> git.Commit:
+    root = Path(repo.working_tree_dir)
+    for rel, text in files.items():
+        if text is None:
+            repo.index.remove([rel], working_tree=True)
+            continue
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        repo.index.add([rel])
+    return repo.index.commit(message, author=AUTHOR, committer=AUTHOR)
+
+
+def build_repo(root: Path, history: list[tuple[str, dict[str, str | None]]], *, script: bool = True):
+    """A repository at ``root``: the library (and ``train.py`` when ``script``) tagged
+    ``v-a``, then ``history`` (message, files; None deletes), the last commit tagged ``v-b``."""
+    repo = git.Repo.init(root, initial_branch="main")
+    files: dict[str, str | None] = {"lib/__init__.py": "", "lib/ops.py": OPS}
+    if script:
+        files["train.py"] = TRAIN
+    repo.create_tag("v-a", ref=commit(repo, files, "lib 1.0"))
+    for message, changes in history:
+        last = commit(repo, changes, message)
+    repo.create_tag("v-b", ref=last)
+    return repo
+
+
+def make_case(tmp: Path, history, *, pythonpath: bool = False, steps: int = 4) -> Case:
+    """A case whose run A uses the library at ``v-a`` and run B at ``v-b``.
+
+    Without ``pythonpath`` the script is part of the repository and each run works in a
+    worktree of its tag; with it the script sits beside the repository and each run puts a
+    worktree of its tag on ``PYTHONPATH`` (a package the job imports)."""
+    repo = build_repo(tmp / "lib-repo", history, script=not pythonpath)
+    launches = tmp / "launches.log"
+    for name, tag in (("run-a", "v-a"), ("run-b", "v-b")):
+        repo.git.worktree("add", "--detach", str(tmp / name), tag)
+    argv = [["{python}", "train.py", "--out", "{out}", "--steps", str(steps)]]
+    runs = {}
+    for key, tag in (("a", "v-a"), ("b", "v-b")):
+        env = {"BISECT_LAUNCHES": str(launches)}
+        cwd = tmp / f"run-{key}"
+        if pythonpath:
+            cwd = tmp / "job"
+            cwd.mkdir(exist_ok=True)
+            (cwd / "train.py").write_text(TRAIN)
+            env["PYTHONPATH"] = str(tmp / f"run-{key}")
+        runs[key] = RunSpec(
+            name=key,
+            metrics="{out}",
+            launch=argv,
+            cwd=str(cwd),
+            env=env,
+            source=SourceSpec(repo=str(tmp / "lib-repo"), rev=tag),
+        )
+    return Case(
+        name="lib-upgrade",
+        run_a=runs["a"],
+        run_b=runs["b"],
+        workspace=str(tmp / "ws"),
+        source_roots=[str(tmp)],
+        timeout_s=120,
+    )
+
+
+def launched(tmp: Path) -> list[str]:
+    """The library path of every process launched so far, in order."""
+    log = tmp / "launches.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def probe_launches(tmp: Path) -> list[str]:
+    """Those launched in a probe's throwaway worktree (not the runs' own checkouts)."""
+    return [p for p in launched(tmp) if not p.startswith(str(tmp))]
+
+
+ONE_BAD = [
+    ("docs: readme", {"README.md": "# lib\n"}),
+    ("ops: import a helper", {"lib/ops.py": "import does_not_exist_anywhere\n" + OPS}),
+    ("ops: drop the helper again", {"lib/ops.py": OPS}),
+    ("ops: sigmoid form of tanh", {"lib/ops.py": SIGMOID_ACT}),
+    ("docs: changelog", {"CHANGES.md": "- sigmoid\n"}),
+]
+
+INTERACTING = [
+    ("ops: sigmoid form of tanh", {"lib/ops.py": SIGMOID_ACT}),
+    ("docs: readme", {"README.md": "# lib\n"}),
+    (
+        "ops: scaled update, and a docstring",
+        {
+            "lib/ops.py": edit(
+                SIGMOID_ACT,
+                ("return w - lr * g", SCALED_UPDATE),
+                ('"""Operations of the tiny model."""', NEUTRAL_DOC),
+            )
+        },
+    ),
+]
