@@ -93,7 +93,9 @@ def commit(repo: git.Repo, files: dict[str, str | None], message: str) -> git.Co
     return repo.index.commit(message, author=AUTHOR, committer=AUTHOR)
 
 
-def build_repo(root: Path, history: list[tuple[str, dict[str, str | None]]], *, script: bool = True):
+def build_repo(
+    root: Path, history: list[tuple[str, dict[str, str | None]]], *, script: bool = True
+):
     """A repository at ``root``: the library (and ``train.py`` when ``script``) tagged
     ``v-a``, then ``history`` (message, files; None deletes), the last commit tagged ``v-b``."""
     repo = git.Repo.init(root, initial_branch="main")
