@@ -9,8 +9,14 @@ The mapping is a statement of the project's contract, not knowledge of any case:
 - nondeterminism: a kernel whose result depends on scheduling: a bug against the
   repeatability contract, fixed by deterministic algorithms.
 - environment: a declared difference in environment variables between the runs.
-- config: a declared difference in a launch flag or a config key: the runs were asked to
-  compute differently, a numerical-policy difference until someone decides which is meant.
+- config: a declared difference in a launch flag or a config key. Giving B A's value proves
+  that the setting carries the whole difference, which is the comparison's own premise; it
+  cannot show whether the two values are meant to compute differently (a numerical policy:
+  another wire dtype, another clip order) or meant to be equivalent and expose a defect
+  (two parameter groups that should change nothing): unknown, the setting named, until a
+  more specific cause is proven or someone decides which is meant. (An environment
+  difference is classified as such: that class says where the difference is, not whether
+  it is intended.)
 - source-change: reverting one changed file alone makes every step match; which file is
   proven, whether its new arithmetic is wrong is not: unknown until someone reads it.
 
@@ -38,7 +44,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "extra-call": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
-    "config": Classification.policy_difference,
+    "config": Classification.unknown,
     "environment": Classification.environment,
 }
 
@@ -60,7 +66,9 @@ FIX_TEXT: dict[str, str] = {
     "optimizer-init": "make optimizer initialisation side-effect free: no step, decay or counter advance before the first real step",
     "collectives": "wait on async handles before reading their buffers; record_stream buffers handed to other streams; guard empty contributions",
     "environment": "align the environment variable between the runs (or pin it in the job itself)",
-    "config": "give both runs the same value for that setting, or declare the difference a numerical policy",
+    "config": "the setting alone carries the difference; decide whether its two values are meant to "
+    "compute differently (then declare it a numerical policy) or to be equivalent (then read the first "
+    "divergence: the code there breaks the equivalence)",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
 }
 
