@@ -12,15 +12,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from triage_agent.compare import (
-    ByteReport,
-    CompareResult,
-    compare_runs,
-    headline,
-    load_run,
-    to_markdown,
-)
+from triage_agent.compare import ByteReport, CompareResult, headline, to_markdown
 from triage_agent.compare import confirm_bytes as compare_bytes
+from triage_agent.compare.distributed import Executor, compare_paths
 from triage_agent.compare.result import Candidate, CrossRank, Divergence, Widen
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 
@@ -39,6 +33,16 @@ class TracePairIn(In):
         description="correspondence map (scopes/names of A -> B); default: the case's",
     )
     ranks: list[int] | None = Field(default=None, max_length=1024, description="None: all")
+    workers: int = Field(
+        default=1, ge=1, le=256, description="compare the ranks on this many local processes"
+    )
+    ray: str | None = Field(
+        default=None,
+        max_length=256,
+        description="compare the ranks on Ray: 'local' starts a cluster here, an address "
+        "(host:port, ray://host:port, auto) uses a running one; workers must see the traces "
+        "under the same path; needs the ray extra",
+    )
 
 
 class CompareIn(TracePairIn):
@@ -59,14 +63,24 @@ def _trace_files(path: Path) -> list[Path]:
     return sorted(path.glob("trace_rank*.jsonl")) if path.is_dir() else [path]
 
 
-def _compare(ws: Workspace, args: TracePairIn) -> tuple[CompareResult, Path, Path]:
+def _compare(
+    ws: Workspace, args: TracePairIn, progress: Progress
+) -> tuple[CompareResult, Path, Path]:
     pa = ws.tree(args.trace_a)
     pb = ws.tree(args.trace_b)
     mapping = args.mapping
     if mapping is None and ws.case is not None:
         mapping = ws.case.correspondence_map
     mapping_path = ws.path(mapping, must_exist=True) if mapping else None
-    return compare_runs(load_run(pa), load_run(pb), mapping_path, args.ranks), pa, pb
+    res = compare_paths(
+        pa,
+        pb,
+        mapping=mapping_path,
+        ranks=args.ranks,
+        executor=Executor(workers=args.workers, ray=args.ray),
+        progress=lambda done, total: progress(done, total, f"compared {done} of {total} ranks"),
+    )
+    return res, pa, pb
 
 
 def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> CompareOut:
@@ -76,7 +90,7 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
     trace-compare evidence (observed: a trace diff supports nothing by itself)."""
     ws.require_hypotheses(args.hypotheses)
     progress(0, 1, "aligning traces")
-    res, pa, pb = _compare(ws, args)
+    res, pa, pb = _compare(ws, args, progress)
     summary = headline(res)
     ev = ws.ledger.add_evidence(
         Evidence(
@@ -141,7 +155,7 @@ def first_divergence(ws: Workspace, args: TracePairIn, progress: Progress) -> Fi
     (inputs equal, outputs differ) with its file:line in each trace, labels for known false
     alarms (a view after an uncaptured kernel, an async destination read early), and what to
     widen when the origin lies outside the capture. Read-only: compare_traces records."""
-    res, _, _ = _compare(ws, args)
+    res, _, _ = _compare(ws, args, progress)
     return FirstDivergenceOut(
         status=res.status,
         complete=res.complete,

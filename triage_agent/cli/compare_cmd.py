@@ -1,21 +1,66 @@
 """`triage compare A [B]`: a thin wrapper over triage_agent.compare.
 
-Exit codes: 0 identical, 1 diverged, 2 malformed input (the message names file and line).
+Exit codes: 0 identical, 1 diverged, 2 malformed input (the message names file and line),
+3 identical but incomplete.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.progress import Progress
 from rich.table import Table
+from typer.core import TyperCommand
 
-from ..compare import compare_runs, export_perfetto, load_pair, load_runs, to_markdown
+from ..compare import export_perfetto, load_pair, load_runs, to_markdown
+from ..compare.distributed import Executor, compare_paths
+from ..compare.executors import LOCAL
 from ..compare.result import CompareResult, EventRef
-from .common import console
+from .common import console, err_console
+
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Compare the ranks on Ray: a bare --ray starts a local cluster; an address "
+        "(host:port, ray://host:port, auto) uses an existing one. Needs the ray extra.",
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        max=1024,
+        help="Compare the ranks on N local processes (with --ray: at most N tasks at once).",
+    ),
+]
+
+
+def bare_option_value(args: list[str], option: str, value: str) -> list[str]:
+    """``option`` given without a value (last, or before another option) becomes
+    ``option=value``: the parser has no options whose value is optional."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        nxt = out[i + 1] if i + 1 < len(out) else None
+        if arg == option and (nxt is None or nxt.startswith("-")):
+            out[i] = f"{option}={value}"
+    return out
+
+
+class BareRayCommand(TyperCommand):
+    """A command whose ``--ray`` may be given bare (a local cluster) or with an address."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        return super().parse_args(ctx, bare_option_value(args, "--ray", LOCAL))
 
 
 class OutFormat(StrEnum):
@@ -146,17 +191,35 @@ def compare(
             "--strict", help="Validate every native trace line, not only those that differ."
         ),
     ] = False,
+    ray: RayOpt = None,
+    workers: WorkersOpt = 1,
 ) -> None:
     """Align two traced runs rank by rank and report each rank's first divergence.
 
-    Exit codes: 0 identical, 1 diverged, 2 malformed input.
+    With --workers N or --ray the ranks are compared on workers that read the traces from
+    the paths given (a path every worker sees); the result is the same.
+
+    Exit codes: 0 identical, 1 diverged, 2 malformed input, 3 identical but incomplete.
     """
-    if b is None:
-        run_a, run_b = load_pair(a, input_format)
-    else:
-        run_a, run_b = load_runs(a, b, input_format, strict=strict)
-    res = compare_runs(run_a, run_b, mapping=mapping, ranks=rank or None)
+    executor = Executor(workers=workers, ray=ray)
+    show = executor.distributed and err_console.is_terminal
+    with Progress(console=err_console, transient=True) if show else nullcontext() as bar:
+        task = bar.add_task("comparing ranks", total=None) if bar else None
+        res = compare_paths(
+            a,
+            b,
+            input_format=input_format,
+            mapping=mapping,
+            ranks=rank or None,
+            strict=strict,
+            executor=executor,
+            progress=(lambda d, t: bar.update(task, completed=d, total=t)) if bar else None,
+        )
     if fmt is OutFormat.perfetto:
+        # the view needs the events themselves, so the runs are read here as well
+        run_a, run_b = (
+            load_pair(a, input_format) if b is None else load_runs(a, b, input_format, strict)
+        )
         path = export_perfetto(res, run_a, run_b, out or Path("compare_trace.json"))
         console.print(
             f"trace view written to {path} (open in ui.perfetto.dev)", highlight=False, markup=False
@@ -174,4 +237,4 @@ def compare(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare")(compare)
+    app.command("compare", cls=BareRayCommand)(compare)

@@ -7,6 +7,8 @@ world sizes) is compared, and the result says what was not (``complete`` and ``w
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
@@ -95,18 +97,33 @@ def _with_producers(
     return d.model_copy(update={"producers": links})
 
 
+@dataclass(frozen=True)
+class RunsContext:
+    """What one rank's comparison needs to know about the two runs besides its own streams:
+    small and picklable, so that a worker comparing one rank never holds the whole runs."""
+
+    records_inputs: bool  # both formats record input digests (else origins are undecidable)
+    world_size: int | None  # run A's
+    traced_ranks: int  # ranks traced by the run that traced fewer
+
+    @classmethod
+    def of(cls, a: TraceRun, b: TraceRun) -> RunsContext:
+        return cls(
+            a.records_inputs and b.records_inputs, a.world_size, min(len(a.ranks), len(b.ranks))
+        )
+
+
 def compare_rank(
     sa: RankStream,
     sb: RankStream,
-    a: TraceRun,
-    b: TraceRun,
+    ctx: RunsContext,
     mapping: Mapping | None = None,
 ) -> RankResult:
     rank = sa.rank
     if mapping is not None and mapping.rule:
         sa, sb = apply_mapping(sa, mapping), decoded(sb)
     al = align(sa, sb)
-    records_inputs = a.records_inputs and b.records_inputs
+    records_inputs = ctx.records_inputs
     a_cut = sa.truncated_at is not None or not sa.clean_end
     b_cut = sb.truncated_at is not None or not sb.clean_end
     # Cheap pass: which pairs differ at all. Divergence records are only built for the
@@ -182,8 +199,7 @@ def compare_rank(
         notes.append(f"run {which} ended early on this rank; compared up to its last event")
     widen = None
     if first is not None and origin is None and first.role == "receiver":
-        traced = min(len(a.ranks), len(b.ranks))
-        widen = widen_for(first, sa.header, _first_step(sa), a.world_size, traced)
+        widen = widen_for(first, sa.header, _first_step(sa), ctx.world_size, ctx.traced_ranks)
     diverged = first is not None
     unmatched.sort(key=lambda u: u.event.index if u.event.run == "a" else u.other_index)
     return RankResult(
@@ -260,6 +276,63 @@ def _summary(results: list[RankResult]) -> CrossRank:
     return s
 
 
+def plan_ranks(
+    a_ranks: Iterable[int], b_ranks: Iterable[int], ranks: list[int] | None
+) -> tuple[list[int], set[int]]:
+    """The ranks to report (``ranks``, default: every rank either run traced) and those
+    both runs hold. Raises when a wanted rank is in neither run or none is in both."""
+    sa, sb = set(a_ranks), set(b_ranks)
+    common = sa & sb
+    wanted = sorted(set(ranks)) if ranks is not None else sorted(sa | sb)
+    for r in wanted:
+        if r not in sa and r not in sb:
+            raise InputError(f"rank {r} is in neither run (A has {sorted(sa)})")
+    if not any(r in common for r in wanted):
+        raise IncompatibleRunsError(f"no rank in common: A has {sorted(sa)}, B has {sorted(sb)}")
+    return wanted, common
+
+
+def world_size_warning(a: int | None, b: int | None) -> list[str]:
+    if a and b and a != b:
+        return [
+            f"world sizes differ (A {a}, B {b}): ranks were paired by rank number; with "
+            "different parallel layouts a pairing by coordinates may be what you want (use "
+            "--rank, or a mapping)"
+        ]
+    return []
+
+
+def unpaired_rank(rank: int, side: str, events: int) -> tuple[RankResult, str]:
+    """The result of a rank only run ``side`` traced, and the warning that says so."""
+    other = "B" if side == "a" else "A"
+    res = RankResult(
+        rank=rank,
+        status=f"only-in-{side}",  # type: ignore[arg-type]
+        events_a=events if side == "a" else 0,
+        events_b=events if side == "b" else 0,
+    )
+    return res, f"rank {rank}: no trace file in run {other}; not compared"
+
+
+def assemble(
+    a: RunInfo, b: RunInfo, mapping: Mapping | None, results: list[RankResult], warnings: list[str]
+) -> CompareResult:
+    """One ``CompareResult`` from per-rank results in rank order, however they were computed.
+
+    Any warning (a torn or missing rank, different world sizes) makes it incomplete."""
+    status = "diverged" if any(r.status == "diverged" for r in results) else "identical"
+    return CompareResult(
+        status=status,  # type: ignore[arg-type]
+        complete=not warnings,
+        a=a,
+        b=b,
+        mapping=mapping.source if mapping is not None else None,
+        ranks=results,
+        summary=_summary(results),
+        warnings=warnings,
+    )
+
+
 def compare_runs(
     a: TraceRun,
     b: TraceRun,
@@ -274,49 +347,16 @@ def compare_runs(
     if isinstance(mapping, str | Path):
         mapping = load_mapping(mapping)
     warnings = [f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings]
-    complete = not warnings
-    if a.world_size and b.world_size and a.world_size != b.world_size:
-        warnings.append(
-            f"world sizes differ (A {a.world_size}, B {b.world_size}): ranks were paired by "
-            "rank number; with different parallel layouts a pairing by coordinates may be "
-            "what you want (use --rank, or a mapping)"
-        )
-        complete = False
-    common = sorted(set(a.ranks) & set(b.ranks))
-    wanted = sorted(set(ranks)) if ranks is not None else sorted(set(a.ranks) | set(b.ranks))
-    for r in wanted:
-        if r not in a.ranks and r not in b.ranks:
-            raise InputError(f"rank {r} is in neither run (A has {sorted(a.ranks)})")
-    if not any(r in common for r in wanted):
-        raise IncompatibleRunsError(
-            f"no rank in common: A has {sorted(a.ranks)}, B has {sorted(b.ranks)}"
-        )
+    warnings += world_size_warning(a.world_size, b.world_size)
+    wanted, common = plan_ranks(a.ranks, b.ranks, ranks)
+    ctx = RunsContext.of(a, b)
     results: list[RankResult] = []
     for r in wanted:
         if r in common:
-            results.append(compare_rank(a.ranks[r], b.ranks[r], a, b, mapping))  # type: ignore[arg-type]
+            results.append(compare_rank(a.ranks[r], b.ranks[r], ctx, mapping))
             continue
         side = "a" if r in a.ranks else "b"
-        other = "B" if side == "a" else "A"
-        stream = (a if side == "a" else b).ranks[r]
-        warnings.append(f"rank {r}: no trace file in run {other}; not compared")
-        complete = False
-        results.append(
-            RankResult(
-                rank=r,
-                status=f"only-in-{side}",  # type: ignore[arg-type]
-                events_a=len(stream) if side == "a" else 0,
-                events_b=len(stream) if side == "b" else 0,
-            )
-        )
-    status = "diverged" if any(r.status == "diverged" for r in results) else "identical"
-    return CompareResult(
-        status=status,  # type: ignore[arg-type]
-        complete=complete,
-        a=_info(a),
-        b=_info(b),
-        mapping=mapping.source if isinstance(mapping, Mapping) else None,
-        ranks=results,
-        summary=_summary(results),
-        warnings=warnings,
-    )
+        res, warning = unpaired_rank(r, side, len((a if side == "a" else b).ranks[r]))
+        results.append(res)
+        warnings.append(warning)
+    return assemble(_info(a), _info(b), mapping, results, warnings)

@@ -17,3 +17,12 @@ class FormatDetectionError(InputError):
 
 class IncompatibleRunsError(InputError):
     """The two runs cannot be compared as given (e.g. no rank in common)."""
+
+
+class RayUnavailableError(InputError):
+    """``--ray`` cannot be used: Ray is not installed, or the cluster cannot be reached."""
+
+
+class RankFailuresError(InputError):
+    """Ranks a worker could not read or compare (the message names each rank and its file),
+    or whose worker died."""

@@ -225,43 +225,66 @@ def _stream_from_scan(
     return stream, warnings
 
 
-def read_native(path: Path, strict: bool = False) -> TraceRun:
-    """Read a native trace directory (or a single rank file)."""
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if RANK_FILE_RE.match(p.name))
-        if not files:
-            raise MalformedTraceError(f"{path}: no trace_rank*.jsonl files")
-    else:
-        files = [path]
-    ranks: dict[int, RankStream] = {}
-    warnings: list[str] = []
-    run_ids: set[str] = set()
-    world_sizes: set[int] = set()
-    for f in files:
-        stream, warns = read_rank_file(f, strict=strict)
-        warnings += warns
-        m = RANK_FILE_RE.match(f.name)
-        if m and int(m.group(1)) != stream.rank:
-            raise MalformedTraceError(
-                f"{f}:1: header says rank {stream.rank} but the file name says {int(m.group(1))}"
-            )
-        if stream.rank in ranks:
-            raise MalformedTraceError(f"{f}:1: rank {stream.rank} appears twice in {path}")
-        ranks[stream.rank] = stream
-        run_ids.add(stream.header["run_id"])
-        world_sizes.add(stream.header["world_size"])
+def native_files(path: Path) -> list[Path]:
+    """The rank files of a native trace directory in name order (or the single file)."""
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.iterdir() if RANK_FILE_RE.match(p.name))
+    if not files:
+        raise MalformedTraceError(f"{path}: no trace_rank*.jsonl files")
+    return files
+
+
+def file_rank(f: Path) -> int | None:
+    """The rank a file's name gives (``trace_rank00003.jsonl``), None for any other name."""
+    m = RANK_FILE_RE.match(f.name)
+    return int(m.group(1)) if m else None
+
+
+def check_file_rank(f: Path, header_rank: int) -> None:
+    named = file_rank(f)
+    if named is not None and named != header_rank:
+        raise MalformedTraceError(
+            f"{f}:1: header says rank {header_rank} but the file name says {named}"
+        )
+
+
+def add_rank(ranks: dict[int, Any], rank: int, value: Any, f: Path, path: Path) -> None:
+    if rank in ranks:
+        raise MalformedTraceError(f"{f}:1: rank {rank} appears twice in {path}")
+    ranks[rank] = value
+
+
+def run_identity(path: Path, headers: list[dict[str, Any]]) -> tuple[str, int, list[str]]:
+    """Run id, world size and warnings of a run from its rank files' headers (file order):
+    rank files that disagree on world size are mixed runs; different run ids, a warning."""
+    run_ids = {h["run_id"] for h in headers}
+    world_sizes = {h["world_size"] for h in headers}
     if len(world_sizes) > 1:
         raise MalformedTraceError(
             f"{path}: rank files disagree on world_size ({sorted(world_sizes)}); mixed runs?"
         )
+    warnings = []
     if len(run_ids) > 1:
         warnings.append(f"{path}: rank files carry different run ids {sorted(run_ids)}")
-    world = world_sizes.pop()
+    return sorted(run_ids)[0], world_sizes.pop(), warnings
+
+
+def read_native(path: Path, strict: bool = False) -> TraceRun:
+    """Read a native trace directory (or a single rank file)."""
+    ranks: dict[int, RankStream] = {}
+    warnings: list[str] = []
+    for f in native_files(path):
+        stream, warns = read_rank_file(f, strict=strict)
+        warnings += warns
+        check_file_rank(f, stream.rank)
+        add_rank(ranks, stream.rank, stream, f, path)
+    run_id, world, more = run_identity(path, [s.header for s in ranks.values()])
     return TraceRun(
         path=path,
         fmt="native",
-        run_id=sorted(run_ids)[0],
+        run_id=run_id,
         world_size=world,
         ranks=ranks,
-        warnings=warnings,
+        warnings=warnings + more,
     )

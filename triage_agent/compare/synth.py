@@ -40,6 +40,12 @@ class SynthSpec(BaseModel):
         description="B executes an extra optimizer step here that rewrites the chain's value "
         "(a stray update): every later event of B receives it",
     )
+    receive_at: int | None = Field(
+        default=None,
+        description="B's input differs here, with no origin on this rank: a difference that "
+        "arrives from outside the capture (another rank's collective); every later event of B "
+        "receives it",
+    )
     run_id: str = "synthetic"
 
 
@@ -47,8 +53,14 @@ def _h(*parts: str) -> str:
     return hashlib.blake2b("|".join(parts).encode(), digest_size=8).hexdigest()
 
 
-def _digest(d: str) -> dict:
-    return {"shape": [4, 4], "dtype": "float32", "numel": 16, "digest": d, "order": None}
+# json.dumps of an event, as a template: the writer must produce millions of lines a minute
+# for the scale benchmark (json.dumps costs ~19 us a line); a test holds the two equal.
+_EVENT = (
+    '{"type": "event", "seq": %d, "step": %d, "kind": "%s", "name": "%s", "scope": "%s", '
+    '"call": %d, "phase": "%s", "caller": %s, "inputs": [%s], "outputs": [%s], "dump": null, '
+    '"meta": {}}'
+)
+_DIGEST = '{"shape": [4, 4], "dtype": "float32", "numel": 16, "digest": "%s", "order": null}'
 
 
 def header_line(spec: SynthSpec, run_id: str) -> str:
@@ -72,9 +84,11 @@ def header_line(spec: SynthSpec, run_id: str) -> str:
 def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
     """Lines of one run: variant 'a' is the reference, 'b' carries the planted changes."""
     per_step = max(1, spec.events // spec.steps)
-    inserts = set(spec.insert_at) if variant == "b" else set()
-    updates = set(spec.update_at) if variant == "b" else set()
-    deletes = set(spec.delete_at) if variant == "b" else set()
+    b = variant == "b"
+    inserts = set(spec.insert_at) if b else set()
+    updates = set(spec.update_at) if b else set()
+    planted_deletes = set(spec.delete_at)
+    deletes = planted_deletes if b else set()
     calls: dict[tuple[int, str, str], int] = {}
     prev = _h("input", str(spec.rank))
     seq = 0
@@ -86,6 +100,8 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
             yield json.dumps({"type": "step_end", "step": step, "events": in_step})
             step, in_step = cur_step, 0
         scope = _SCOPES[(i // 7) % len(_SCOPES)]
+        if b and i == spec.receive_at:
+            prev = _h("received", prev)
         todo = []
         if i in updates:
             todo.append(("SGD", "update"))
@@ -93,7 +109,7 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
             todo.append(("aten::clone", "extra"))
         # A deleted event is a side op in both runs (its output feeds nothing), so deleting
         # it from B changes the structure but not the data flow.
-        if i in set(spec.delete_at):
+        if i in planted_deletes:
             if i not in deletes:
                 todo.append(("aten::mean", "side"))
         else:
@@ -103,25 +119,21 @@ def event_lines(spec: SynthSpec, variant: str) -> Iterator[str]:
             call = calls.get(key, 0)
             calls[key] = call + 1
             out = prev if role == "extra" else _h(name, prev)
-            if role == "main" and variant == "b" and i == spec.diverge_at:
+            if role == "main" and b and i == spec.diverge_at:
                 out = _h("diverged", out)
             update = role == "update"
-            ev = {
-                "type": "event",
-                "seq": seq,
-                "step": step,
-                "kind": "optimizer" if update else "op",
-                "name": name,
-                "scope": scope,
-                "call": call,
-                "phase": "optimizer" if update else "forward",
-                "caller": f"train.py:{100 + i}" if update else None,
-                "inputs": [_digest(prev)],
-                "outputs": [_digest(out)],
-                "dump": None,
-                "meta": {},
-            }
-            yield json.dumps(ev)
+            yield _EVENT % (
+                seq,
+                step,
+                "optimizer" if update else "op",
+                name,
+                scope,
+                call,
+                "optimizer" if update else "forward",
+                f'"train.py:{100 + i}"' if update else "null",
+                _DIGEST % prev,
+                _DIGEST % out,
+            )
             seq += 1
             in_step += 1
             if role in ("main", "update"):
