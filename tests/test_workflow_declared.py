@@ -25,9 +25,10 @@ p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
 p.add_argument("--tag", default="x")
 p.add_argument("--accumulate", default="forward")
+p.add_argument("--data-dtype", default="float32")
 a = p.parse_args()
 torch.manual_seed(0)
-x = torch.randn(1 << 20)
+x = torch.randn(1 << 20).to(getattr(torch, a.data_dtype)).float()
 model = torch.nn.Linear(1024, 8)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 with MetricLog(a.out, rank=0) as log:
@@ -155,3 +156,24 @@ def test_a_launch_flag_is_tried_when_nothing_more_specific_is_proven(tmp_path):
     assert rows[-1].changed == "launch flag --accumulate=forward"
     assert rows[-1].outcome == "all 4 steps match"
     assert verdict_basis(st).kind == "intervention"
+
+
+def test_a_setting_whose_values_are_two_precisions_is_a_policy_difference(tmp_path):
+    case = _case(
+        tmp_path,
+        {"OMP_NUM_THREADS": "1"},
+        {"OMP_NUM_THREADS": "1"},
+        ["--data-dtype", "float32"],
+        ["--data-dtype", "bfloat16"],
+    )
+    (d,) = declared_differences(case)
+    assert d.precision and d.intervention == "config --data-dtype=float32"
+    ledger = Ledger(case.workspace)
+    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10)).verdict
+    assert v.classification.value == "policy-difference", v
+    assert "config:--data-dtype" in (v.location or "")
+    assert verdict_basis(ledger.state()).kind == "intervention"
+    # values that are no precisions say nothing about intent
+    other = case.model_copy(deep=True)
+    other.run_b.launch[0][-1] = "fast"
+    assert not declared_differences(other)[0].precision

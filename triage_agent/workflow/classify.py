@@ -17,6 +17,9 @@ The mapping is a statement of the project's contract, not knowledge of any case:
   more specific cause is proven or someone decides which is meant. (An environment
   difference is classified as such: that class says where the difference is, not whether
   it is intended.)
+- precision: a declared setting whose two values name two precisions (fp32 against bf16):
+  the runs were asked, by the values themselves, to compute in different precisions; proven
+  to carry the difference, that is a numerical-policy difference.
 - source-change: reverting one changed file alone makes every step match; which file is
   proven, whether its new arithmetic is wrong is not: unknown until someone reads it.
 
@@ -45,6 +48,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
     "config": Classification.unknown,
+    "precision": Classification.policy_difference,
     "environment": Classification.environment,
 }
 
@@ -69,6 +73,8 @@ FIX_TEXT: dict[str, str] = {
     "config": "the setting alone carries the difference; decide whether its two values are meant to "
     "compute differently (then declare it a numerical policy) or to be equivalent (then read the first "
     "divergence: the code there breaks the equivalence)",
+    "precision": "the runs were asked to compute in different precisions: declare one the numerical "
+    "policy and give both runs that value",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
 }
 

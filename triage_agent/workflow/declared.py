@@ -31,6 +31,23 @@ from .classify import CLASSIFICATION
 
 Kind = Literal["env", "flag", "config-key"]
 
+# Values that name a floating-point precision: a setting whose two values are two of these
+# asks the runs to compute in different precisions, a numerical policy by its own values.
+PRECISIONS = frozenset(
+    {
+        *("fp64", "float64", "double", "fp32", "float32", "float", "tf32"),
+        *("fp16", "float16", "half", "bf16", "bfloat16"),
+        *("fp8", "float8_e4m3fn", "float8_e5m2", "e4m3", "e5m2"),
+    }
+)
+
+
+def _precision(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return None
+    name = v.strip().lower().removeprefix("torch.")
+    return name if name in PRECISIONS else None
+
 
 class DeclaredDifference(BaseModel):
     kind: Kind
@@ -51,6 +68,12 @@ class DeclaredDifference(BaseModel):
         if self.kind == "flag":
             return None if self.a is None else f"config {self.key}={self.a}"
         return f"config {self.key}={json.dumps(self.a)}"
+
+    @property
+    def precision(self) -> bool:
+        """A setting (not a variable) whose two values are two different precisions."""
+        pa, pb = _precision(self.a), _precision(self.b)
+        return self.kind != "env" and pa is not None and pb is not None and pa != pb
 
     def said(self) -> str:
         def one(has: bool, v: Any) -> str:
@@ -194,7 +217,7 @@ def declared_differences(
 
 
 def hypothesis_for(d: DeclaredDifference) -> Hypothesis:
-    category = "environment" if d.kind == "env" else "config"
+    category = "environment" if d.kind == "env" else "precision" if d.precision else "config"
     hid = (
         "H-"
         + hashlib.sha256(

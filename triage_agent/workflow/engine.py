@@ -251,7 +251,10 @@ def _declared_arms(case: Case, ledger: Ledger) -> list[Arm]:
 
 # Which proven cause carries the verdict when several are: the most specific change first
 # (a call, a policy, a file), the settings the runs were declared to differ in last.
-_SPECIFIC = ["extra-call", "rng-state", "nondeterminism", "source-change", "environment", "config"]
+_SPECIFIC = [
+    *("extra-call", "rng-state", "nondeterminism", "source-change"),
+    *("environment", "precision", "config"),
+]
 
 
 def _ranked(ledger: Ledger, hyps: list[Hypothesis]) -> list[Hypothesis]:
