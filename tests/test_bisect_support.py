@@ -8,6 +8,7 @@ launched, and where, from the processes themselves.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import git
@@ -180,3 +181,29 @@ INTERACTING = [
         },
     ),
 ]
+
+
+def write_case_toml(case: Case, path: Path) -> Path:
+    """The case as a person writes it in ``triage.toml`` (absolute paths kept as they are)."""
+    q = json.dumps
+    lines = [
+        "[case]",
+        f"name = {q(case.name)}",
+        f"workspace = {q(case.workspace)}",
+        f"source_roots = {q(case.source_roots)}",
+        f"timeout_s = {case.timeout_s}",
+    ]
+    for key, run in (("a", case.run_a), ("b", case.run_b)):
+        env = ", ".join(f"{k} = {q(v)}" for k, v in run.env.items())
+        lines += [
+            f"[runs.{key}]",
+            f"metrics = {q(run.metrics)}",
+            f"cwd = {q(run.cwd)}",
+            f"launch = {q(run.launch)}",
+            f"env = {{ {env} }}",
+            f"[runs.{key}.source]",
+            f"repo = {q(run.source.repo)}",
+            f"rev = {q(run.source.rev)}",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
