@@ -15,6 +15,7 @@ an error at start-up, never a tool quietly missing from the list.
 
 from __future__ import annotations
 
+from . import bisect_tools as b
 from . import case_tools as c
 from . import compare_tools as k
 from . import intervention_tools as i
@@ -150,6 +151,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         w.FixCheckOut,
         RUNS_PROCESS_REBUILDS,
         w.revert_file,
+    ),
+    ToolSpec(
+        "bisect_revisions",
+        "Bisect source revisions to commits and hunks",
+        b.BisectRevisionsIn,
+        b.BisectResult,
+        RUNS_RESUMABLE,
+        b.bisect_revisions,
     ),
     ToolSpec(
         "run_workflow",
