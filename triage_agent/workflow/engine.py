@@ -35,6 +35,7 @@ from ..runs import OUT_TOKEN, materialize_case
 from .arms import Arm, first_supported, prior_rerun
 from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
+from .crash import failed_baseline, report_failure
 from .declared import declared_differences, hypothesis_for
 from .fixcheck import bisect_changed_files, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
@@ -78,12 +79,25 @@ def _relaunchable(case: Case) -> bool:
     return all(r.launch and r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b))
 
 
+class OneRunFailed(InputError):
+    """One baseline failed where the other completed: the outcome to report (recorded as
+    the verdict). Other callers of :func:`baselines` see a one-line input error."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.statement)
+        self.verdict = verdict
+
+
 def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, Path | None]:
-    """The untraced runs' metric files, launched once and cached in the workspace."""
+    """The untraced runs' metric files, launched once and cached in the workspace. Raises
+    OneRunFailed (its verdict recorded) when exactly one of them fails, InputError when both
+    do."""
     if not _relaunchable(case):
         return None, None
     status("baseline", "runs A and B, untraced (cached after the first time)")
-    outs = materialize_case(case, Path(ledger.workspace), progress=lambda m: status("baseline", m))
+    outs = materialize_case(
+        case, Path(ledger.workspace), progress=lambda m: status("baseline", m), check=False
+    )
     for o in outs:
         if not o.cached:
             ledger.note(
@@ -91,6 +105,12 @@ def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, 
                 argv=[" ".join(a) for a in o.argv],
                 out_dir=o.out_dir,
             )
+    one = failed_baseline(outs)
+    if one is not None:
+        raise OneRunFailed(report_failure(ledger, *one))
+    bad = next((o for o in outs if not o.ok), None)
+    if bad is not None:
+        raise InputError(f"baseline {bad.error or f'run {bad.run!r} failed'}")
     return Path(outs[0].metrics), Path(outs[1].metrics)
 
 
@@ -116,7 +136,11 @@ def run_workflow(
     case = case.model_copy(update={"mismatch_step": given})
     if ledger.record_case(case) and given is not None:
         ledger.note(f"mismatch step given: {given}")
-    ma, mb = baselines(case, ledger, status)
+    try:
+        ma, mb = baselines(case, ledger, status)
+    except OneRunFailed as failed:
+        status("verdict", str(failed))
+        return WorkflowResult(mismatch=None, verdict=failed.verdict, seconds=time.monotonic() - t0)
 
     status("confirm", "reading metric fingerprints")
     rep = _confirm(case, ledger, given, ma, mb)
