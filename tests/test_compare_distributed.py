@@ -89,7 +89,8 @@ def test_workers_result_equals_serial(world, serial):
     assert res == serial
     assert res.model_dump_json() == serial.model_dump_json()
     assert stats.backend == "processes" and stats.slots == 2 and stats.chunks > 2
-    assert stats.worker_processes == 2 and stats.worker_peak_rss_mb > 10
+    # how the chunks fall on the two workers depends on which one starts first
+    assert 1 <= stats.worker_processes <= 2 and stats.worker_peak_rss_mb > 10
 
 
 def test_workers_result_equals_serial_for_chosen_ranks(world, serial):
@@ -387,3 +388,33 @@ def test_synth_writes_exactly_what_json_dumps_writes():
     spec = SynthSpec(events=400, steps=3, diverge_at=300, insert_at=[5], update_at=[9])
     lines = [*event_lines(spec, "a"), *event_lines(spec.model_copy(update={"receive_at": 7}), "b")]
     assert all(json.dumps(json.loads(line)) == line for line in lines)
+
+
+@pytest.mark.parametrize("escape", [False, True])
+def test_producers_found_by_byte_search_equal_those_found_by_decoding_every_event(tmp_path, escape):
+    from test_compare_support import ev, write_trace
+
+    from triage_agent.compare.producers import find_producers
+    from triage_agent.compare.reader import read_rank_file
+
+    evs = [
+        ev(0, "aten::mm", ["w"], ["aa11"]),  # the producer of input 0
+        ev(1, "aten::add", ["aa11"], ["bb22"]),  # holds the digest, only among its inputs
+        ev(2, "aten::mm", ["aa11"], ["aa11"], scope="n"),  # a later producer: this one wins
+        ev(3, "aten::gelu", ["cc33"], ["dd44"], caller="c:\\run\\train.py:9" if escape else None),
+        ev(4, "aten::mul", ["aa11", "ee55", "bb22"], ["ff66"]),  # the receiver
+    ]
+    path = write_trace(tmp_path, evs)
+    fast, _ = read_rank_file(path)  # native file: searched byte-wise
+    slow, _ = read_rank_file(path, strict=True)  # decoded: every event looked at
+    assert type(fast).__name__ == "FileRankStream" and type(slow).__name__ == "MemoryRankStream"
+    for stream in (fast, slow):
+        assert list(stream.may_contain("aa11", 0, 4)) == (
+            [3, 2, 1, 0] if escape or stream is slow else [2, 1, 0]
+        )
+    got = [find_producers(s, s.event(4), [0, 1, 2], "a", 0, path) for s in (fast, slow)]
+    assert got[0] == got[1]
+    p0, p1, p2 = got[0]
+    assert p0.event is not None and p0.event.index == 2 and p0.output == 0
+    assert p1.event is None and p1.searched == 4  # nothing wrote ee55: the whole window
+    assert p2.event is not None and p2.event.index == 1

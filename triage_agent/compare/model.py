@@ -13,6 +13,7 @@ hash is 64 bits, the same width as the tensor digests themselves.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -103,6 +104,11 @@ class RankStream:
 
     def events(self, lo: int, hi: int) -> list[Ev]:
         return [self.event(i) for i in range(lo, hi)]
+
+    def may_contain(self, text: str, lo: int, hi: int) -> Iterator[int]:
+        """Indices in ``[lo, hi)``, last first, of the events whose record may hold ``text``:
+        a superset, which the caller checks on the decoded events. Here: every index."""
+        return iter(range(hi - 1, lo - 1, -1))
 
 
 class MemoryRankStream(RankStream):

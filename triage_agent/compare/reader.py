@@ -28,6 +28,7 @@ import mmap
 import os
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,33 @@ class FileRankStream(RankStream):
 
     def event(self, i: int) -> Ev:
         return decode_event_line(self.raw_line(i), i, int(self._lines[i]), self.source)
+
+    def may_contain(self, text: str, lo: int, hi: int) -> Iterator[int]:
+        """The events in ``[lo, hi)`` whose line holds ``text`` byte for byte, last first,
+        found by searching the file's bytes instead of decoding every line (what makes a
+        producer search over thousands of events cheap). A JSON escape anywhere in the
+        range could spell ``text`` differently, so then every index is a candidate."""
+        if hi <= lo:
+            return
+        start, pos = self._offsets[lo], self._offsets[hi] if hi < len(self) else len(self._buf)
+        if self._buf.find(b"\\", start, pos) >= 0:
+            yield from range(hi - 1, lo - 1, -1)
+            return
+        needle = text.encode()
+        while (k := self._buf.rfind(needle, start, pos)) >= 0:
+            i = self._event_at(k, lo, hi)
+            yield i
+            hi, pos = i, self._offsets[i]
+
+    def _event_at(self, offset: int, lo: int, hi: int) -> int:
+        """The last event in ``[lo, hi)`` whose line starts at or before ``offset``."""
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._offsets[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
 
 def _open_lines(path: Path) -> tuple[Any, bytes | mmap.mmap]:
