@@ -97,6 +97,8 @@ class DistributedStats(BaseModel):
     hosts: list[str]
     worker_processes: int = Field(description="distinct worker processes that compared ranks")
     worker_peak_rss_mb: float = Field(description="largest peak RSS of any worker process")
+    worker_cpu_s: float = Field(description="CPU seconds the workers spent on the ranks")
+    startup_s: float = Field(description="until the pool was ready (a local Ray cluster starts)")
     seconds: float
 
 
@@ -131,6 +133,7 @@ class ChunkOutcome:
     host: str
     pid: int
     peak_rss_mb: float
+    cpu_s: float
 
 
 def _read(path: str, rank: int, strict: bool) -> tuple[Any, list[str]]:
@@ -171,6 +174,7 @@ def compare_chunk(chunk: Chunk) -> ChunkOutcome:
     """The worker's part: compare each rank of the chunk from its files. A rank whose file
     cannot be read or parsed comes back as an error for that rank, never as a result."""
     host = socket.gethostname()
+    cpu0 = time.process_time()
     outs = []
     for job in chunk.jobs:
         try:
@@ -178,7 +182,7 @@ def compare_chunk(chunk: Chunk) -> ChunkOutcome:
         except (TriageError, OSError) as exc:
             outs.append(RankOutcome(job.rank, error=f"rank {job.rank} on {host}: {_why(exc)}"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return ChunkOutcome(outs, host, os.getpid(), peak)
+    return ChunkOutcome(outs, host, os.getpid(), peak, time.process_time() - cpu0)
 
 
 def list_ranks(path: Path) -> list[tuple[Path, int]]:
@@ -265,10 +269,11 @@ def compare_native_distributed(
     outs: dict[int, RankOutcome] = {}
     hosts: set[str] = set()
     procs: set[tuple[str, int]] = set()
-    peak = 0.0
+    peak = cpu = 0.0
 
     def take(c: ChunkOutcome) -> None:
-        nonlocal peak
+        nonlocal peak, cpu
+        cpu += c.cpu_s
         outs.update((o.rank, o) for o in c.ranks)
         hosts.add(c.host)
         procs.add((c.host, c.pid))
@@ -277,6 +282,7 @@ def compare_native_distributed(
             progress(len(outs), len(jobs))
 
     with open_pool(executor.workers, executor.ray) as pool:
+        startup = time.perf_counter() - t0
         chunks = _chunks(jobs, pool.slots, traced, mapping, strict)
         pool.map(compare_chunk, chunks, take, _label)
     failed = [outs[r] for r in wanted if outs[r].error is not None]
@@ -301,6 +307,8 @@ def compare_native_distributed(
         hosts=sorted(hosts),
         worker_processes=len(procs),
         worker_peak_rss_mb=round(peak, 1),
+        worker_cpu_s=round(cpu, 2),
+        startup_s=round(startup, 3),
         seconds=round(time.perf_counter() - t0, 3),
     )
     return assemble(info_a, info_b, mapping, results, warnings), stats
