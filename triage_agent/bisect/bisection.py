@@ -400,6 +400,7 @@ def bisect_case(
         res.probes = list(prober.probes)
         res.reruns = prober.launched
         res.reused = prober.reused
+        res.cached = prober.cached
         res.seconds = round(time.monotonic() - t0, 3)
     res.message = _conclusion(res)
     return res

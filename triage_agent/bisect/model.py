@@ -148,5 +148,8 @@ class BisectResult(BaseModel):
     probes_to_first_bad: int = 0
     reruns: int = Field(default=0, description="probes launched by this call")
     reused: int = Field(default=0, description="probes read back from the ledger")
+    cached: int = Field(
+        default=0, description="probes whose tree matched an earlier one's: its outputs reused"
+    )
     seconds: float = 0.0
     reader_note: str = READER_NOTE

@@ -89,6 +89,7 @@ class Prober:
         self.probes: list[ProbeResult] = []
         self.launched = 0
         self.reused = 0
+        self.cached = 0
         self.launch_seconds: list[float] = []
         self.left: int | None = None
         self.phase: Phase = "bisect"
@@ -173,7 +174,9 @@ class Prober:
         except (TreeNotBuilt, InputError) as exc:
             return self._record_unbuilt(tree, key, said_tree, str(exc))
         outcome, said, first = classify(self.case, base, out)
-        if not out.cached:
+        if out.cached:
+            self.cached += 1
+        else:
             self.launched += 1
             self.launch_seconds.append(out.seconds)
         if outcome == "skip":

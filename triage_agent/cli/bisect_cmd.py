@@ -86,8 +86,9 @@ def _show(res) -> None:
         )
     console.print(escape(res.message), soft_wrap=True)
     console.print(
-        f"[dim]{len(res.probes)} probe(s): {res.reruns} launched, {res.reused} read back from "
-        f"the ledger; {res.probes_to_first_bad} to the first bad commit; {res.seconds:.0f} s[/]"
+        f"[dim]{len(res.probes)} probe(s): {res.reruns} launched, {res.cached} reusing the "
+        f"outputs of an identical tree, {res.reused} read back from the ledger; "
+        f"{res.probes_to_first_bad} to the first bad commit; {res.seconds:.0f} s[/]"
     )
 
 
