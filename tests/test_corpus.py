@@ -110,7 +110,13 @@ def _ground_truth(case: CorpusCase, tmp_path: Path) -> None:
     if failing is None:
         diff = diff_metrics(load_metrics(a.metrics), load_metrics(b.metrics))
         assert diff.complete, diff.gaps()
-        assert diff.first_step == exp.first_divergence_step, diff.mismatches[:3]
+        if exp.gpu:
+            # which kernel a GPU library picks, and when an atomic's order first flips a bit,
+            # depend on the device and its software: the bits must differ, the step may move
+            assert diff.first_step is not None, "the runs agree bit for bit on this GPU"
+            print(f"\n{case.name}: first differing step {diff.first_step} on this GPU")
+        else:
+            assert diff.first_step == exp.first_divergence_step, diff.mismatches[:3]
     elif Path(by_run[failing].metrics).exists():
         # what the failing run logged before it stopped matches, up to the expected step
         logged = _steps(by_run[failing])

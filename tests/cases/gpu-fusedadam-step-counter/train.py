@@ -55,7 +55,7 @@ def main() -> None:
             loss = F.cross_entropy(nxt.reshape(-1, VOCAB), seq[:, 1:-1].reshape(-1))
             if step >= 1:
                 loss = loss + 0.3 * F.cross_entropy(nxt2.reshape(-1, VOCAB), seq[:, 2:].reshape(-1))
-            opt.zero_grad(set_to_none=True)
+            model.zero_grad(set_to_none=True)  # DeepSpeed's FusedAdam.zero_grad takes no set_to_none
             loss.backward()
             opt.step()
             log.log(step, loss=loss.detach())
