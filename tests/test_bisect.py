@@ -1,6 +1,6 @@
 """Bisection end to end on real git histories (GitPython) and real reruns of a tiny
 plain-torch job: a skipped commit and one bad commit; two interacting commits narrowed to
-hunks; a bisection stopped by its budget and resumed from the ledger."""
+hunks; a bisection stopped by its budget and resumed from the ledger; a bad merge opened."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import math
 import shutil
 from pathlib import Path
 
-from test_bisect_support import INTERACTING, ONE_BAD, make_case, probe_launches
+from test_bisect_support import (
+    INTERACTING,
+    ONE_BAD,
+    make_case,
+    make_merge_case,
+    probe_launches,
+)
 
 from triage_agent.bisect import bisect_case
 from triage_agent.ledger import Ledger
@@ -115,3 +121,22 @@ def test_bisect_stopped_by_its_budget_resumes_from_the_ledger_without_rerunning(
     assert third.reruns == 0 and third.reused == len(third.probes)
     assert third.proof.evidence_id == second.proof.evidence_id
     assert [h.hunk.id for h in third.hunks] == [h.hunk.id for h in second.hunks]
+
+
+def test_bisect_opens_a_bad_merge_to_the_side_commit_that_moves_the_bits(tmp_path):
+    case = make_merge_case(tmp_path)
+    res = bisect_case(case, Ledger(case.workspace), hunks=False)
+    assert res.status == "found", res.message
+    assert [c.subject for c in res.commits[:4]] == [
+        "notes: one",
+        "notes: two",
+        "merge side",
+        "notes: three",
+    ]
+    assert res.first_bad_unit.subject == "merge side" and res.first_bad_unit.merge
+    assert res.first_bad.subject == "side: sigmoid form of tanh"
+    assert res.first_bad.side_of == res.first_bad_unit.sha
+    side = [q for q in res.probes if q.tree.merge]
+    assert {q.outcome for q in side} == {"good", "bad"}  # the note is good, the change bad
+    assert _subjects(res.culprits) == ["merge side"] and res.proof.outcome == "good"
+    assert "brought in by merge" in res.message

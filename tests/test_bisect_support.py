@@ -207,3 +207,28 @@ def write_case_toml(case: Case, path: Path) -> Path:
         ]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def make_merge_case(tmp: Path) -> Case:
+    """B's history brings the bits-changing commit in through a merge: main gets a note,
+    a side branch gets a note then the change, main gets another note, the side branch is
+    merged (no fast-forward), and one more note follows."""
+    case = make_case(tmp, [("notes: one", {"NOTES.md": "1\n"})])
+    repo = git.Repo(tmp / "lib-repo")
+    repo.git.checkout("-b", "side", "v-b")
+    commit(repo, {"SIDE.md": "side\n"}, "side: notes")
+    commit(repo, {"lib/ops.py": SIGMOID_ACT}, "side: sigmoid form of tanh")
+    repo.git.checkout("main")
+    commit(repo, {"NOTES.md": "1\n2\n"}, "notes: two")
+    ident = {
+        "GIT_AUTHOR_NAME": AUTHOR.name,
+        "GIT_AUTHOR_EMAIL": AUTHOR.email,
+        "GIT_COMMITTER_NAME": AUTHOR.name,
+        "GIT_COMMITTER_EMAIL": AUTHOR.email,
+    }
+    repo.git.merge("--no-ff", "-m", "merge side", "side", env=ident)
+    tip = commit(repo, {"NOTES.md": "1\n2\n3\n"}, "notes: three")
+    repo.git.worktree("remove", "--force", str(tmp / "run-b"))
+    repo.git.worktree("add", "--detach", str(tmp / "run-b"), tip.hexsha)
+    b = case.run_b.model_copy(update={"source": SourceSpec(repo=str(tmp / "lib-repo"), rev="main")})
+    return case.model_copy(update={"run_b": b})
