@@ -112,3 +112,90 @@ def test_an_extra_init_step_is_proven_by_suppressing_it_on_b(tmp_path):
     assert proof.changed == "helpers:prime suppressed (returns None)"
     assert proof.applied_to == "b" and proof.outcome == "all 4 steps match"
     assert verdict_basis(st).kind == "intervention"
+
+
+REDUCERS = """import torch
+
+
+class Reducer:
+    def reduce_into(self, p):
+        p.main_grad.add_(p.grad)
+
+
+class BucketReducer(Reducer):
+    def __init__(self):
+        self.buckets = {}
+
+    def reduce_into(self, p):
+        bucket = self.buckets.setdefault(id(p), torch.empty_like(p.grad))
+        bucket.copy_(p.grad.to(torch.bfloat16))
+        p.main_grad.add_(bucket)
+"""
+
+OVERRIDE_TRAIN = """import sys
+import torch
+from reducers import BucketReducer, Reducer
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+red = BucketReducer() if "--buckets" in sys.argv else Reducer()
+x = torch.randn(32, 16)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(4):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        for p in model.parameters():
+            p.main_grad = torch.zeros_like(p)
+            red.reduce_into(p)
+            p.grad = p.main_grad
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
+def test_an_override_only_one_run_calls_is_proven_by_running_its_base_instead(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(OVERRIDE_TRAIN)
+    (src / "reducers.py").write_text(REDUCERS)
+
+    def run(name: str, *extra: str) -> RunSpec:
+        launch = [["{python}", "train.py", "{out}", *extra]]
+        return RunSpec(name=name, metrics="{out}", cwd=str(src), launch=launch)
+
+    case = Case(
+        name="override",
+        workspace=str(tmp_path / "ws"),
+        source_roots=[str(src)],
+        run_a=run("a"),
+        run_b=run("b", "--buckets"),
+        timeout_s=120,
+    )
+    site = Candidate(
+        kind="extra",
+        run="b",
+        rank=0,
+        step=0,
+        event="<root>::aten::copy_",
+        event_kind="op",
+        phase="forward",
+        call_site=f"{src / 'reducers.py'}:15",
+        writes_state=True,
+        order=3.5,
+    )
+    arms, _ = extra_call_arms(case, [site])
+    assert [a.intervention for a in arms] == [
+        "suppress reducers:BucketReducer.reduce_into",
+        "replace reducers:BucketReducer.reduce_into=reducers:Reducer.reduce_into",
+    ]
+    ledger = Ledger(case.workspace)
+    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10)).verdict
+    st = ledger.state()
+    assert v.classification.value == "bug", v
+    assert "reducers.py:15 (BucketReducer.reduce_into)" in (v.location or "")
+    proof = next(r for r in discriminator_rows(st) if r.arm == v.hypothesis)
+    assert proof.outcome == "all 4 steps match", proof
+    assert verdict_basis(st).kind == "intervention"

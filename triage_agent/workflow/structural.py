@@ -77,6 +77,39 @@ def _module_name(file: Path, roots: list[Path]) -> str | None:
     return None
 
 
+@cache
+def _overridden(path: str, qualname: str) -> str | None:
+    """For a method ``Class.method`` whose class derives from a class of the same file that
+    defines ``method`` too, that base's ``Base.method``: what the run would do without the
+    override."""
+    cls_name, _, method = qualname.rpartition(".")
+    if not cls_name or "." in cls_name:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def defines(c: ast.ClassDef) -> bool:
+        return any(
+            isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.name == method
+            for f in c.body
+        )
+
+    todo = [b.id for b in getattr(classes.get(cls_name), "bases", []) if isinstance(b, ast.Name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop(0)
+        if name in seen or name not in classes:
+            continue
+        seen.add(name)
+        if defines(classes[name]):
+            return f"{name}.{method}"
+        todo += [b.id for b in classes[name].bases if isinstance(b, ast.Name)]
+    return None
+
+
 def call_site(caller: str, run_cwd: str | None) -> CallSite | None:
     """Where a call came from, with the function around it named for a patch."""
     file, _, line = caller.rpartition(":")
@@ -120,26 +153,36 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
             continue
         seen.add(target)
         what = c.state_write or f"{c.event_kind} event"
-        hid = "H-" + hashlib.sha256(f"extra-call|{run}|{target}".encode()).hexdigest()[:10]
+        where = f"{site.file}:{site.line} ({site.qualname})"
+        said_call = (
+            f"only run {run.upper()} calls {target} ({site.file}:{site.line}), which runs "
+            f"{what} at {c.event} in step {c.step}"
+        )
         arms.append(
-            Arm(
-                run=run,
-                intervention=f"suppress {target}",
-                kind="extra-call",
-                location=f"{site.file}:{site.line} ({site.qualname})",
-                hypothesis=Hypothesis(
-                    id=hid,
-                    statement=f"only run {run.upper()} calls {target} ({site.file}:{site.line}), "
-                    f"which runs {what} at {c.event} in step {c.step}: this extra call changes "
-                    "state",
-                    category="extra-call",
-                    rationale=f"the trace shows {c.describe()}; suppressing the function it came "
-                    f"from in run {run.upper()} alone tests it",
-                    classification=CLASSIFICATION.get("extra-call", Classification.unknown),
-                ),
+            _arm(
+                run,
+                f"suppress {target}",
+                where,
+                f"{said_call}: this extra call changes state",
+                f"the trace shows {c.describe()}; suppressing the function it came from in run "
+                f"{run.upper()} alone tests it",
             )
         )
-        if len(arms) >= MAX_CALLS:
+        base = _overridden(site.file, site.qualname or "")
+        if base is not None:
+            # Suppressing an override drops the work its base does too; running the base in
+            # its place is the run without the override.
+            arms.append(
+                _arm(
+                    run,
+                    f"replace {target}={site.module}:{base}",
+                    where,
+                    f"{said_call}, an override of {base}: the override changes the bits",
+                    f"the trace shows {c.describe()}; running {base} in place of the override in "
+                    f"run {run.upper()} alone tests it",
+                )
+            )
+        if len(seen) >= MAX_CALLS:
             break
     if blind:
         names = ", ".join(dict.fromkeys(blind))
@@ -148,3 +191,21 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
             f"function to suppress: {names[:300]}"
         )
     return arms, said
+
+
+def _arm(run: str, intervention: str, where: str, statement: str, rationale: str) -> Arm:
+    key = intervention.removeprefix("suppress ")  # a suppression keeps its older id
+    hid = "H-" + hashlib.sha256(f"extra-call|{run}|{key}".encode()).hexdigest()[:10]
+    return Arm(
+        run=run,
+        intervention=intervention,
+        kind="extra-call",
+        location=where,
+        hypothesis=Hypothesis(
+            id=hid,
+            statement=statement,
+            category="extra-call",
+            rationale=rationale,
+            classification=CLASSIFICATION.get("extra-call", Classification.unknown),
+        ),
+    )
