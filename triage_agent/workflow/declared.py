@@ -93,6 +93,19 @@ def _numeric(key: str) -> bool:
     return key in NUMERIC_ENV_EXACT or key.startswith(NUMERIC_ENV_PREFIXES)
 
 
+def _key_diffs(
+    kind: Kind, a: dict[str, Any], b: dict[str, Any], source: str
+) -> list[DeclaredDifference]:
+    """Every key whose value differs, or that one side has and the other lacks."""
+    return [
+        DeclaredDifference(
+            kind=kind, key=k, a=a.get(k), b=b.get(k), a_has=k in a, b_has=k in b, source=source
+        )
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k) or (k in a) != (k in b)
+    ]
+
+
 def _env_diffs(a: dict[str, str], b: dict[str, str], source: str) -> list[DeclaredDifference]:
     return [
         DeclaredDifference(
@@ -167,34 +180,12 @@ def _launch_diffs(a: RunSpec, b: RunSpec) -> list[DeclaredDifference]:
         ka = _json_keys(ca) if ca else None
         kb = _json_keys(cb) if cb else None
         if ka is not None and kb is not None:
-            out += [
-                DeclaredDifference(
-                    kind="config-key",
-                    key=k,
-                    a=ka.get(k),
-                    b=kb.get(k),
-                    a_has=k in ka,
-                    b_has=k in kb,
-                    source=f"{ca.name} vs {cb.name}",
-                )
-                for k in sorted(set(ka) | set(kb))
-                if ka.get(k) != kb.get(k) or (k in ka) != (k in kb)
-            ]
+            out += _key_diffs("config-key", ka, kb, f"{ca.name} vs {cb.name}")
         skip = set(CONFIG_FLAGS) if ka is not None and kb is not None else set()
         out += [
-            DeclaredDifference(
-                kind="flag",
-                key=k,
-                a=fa.get(k),
-                b=fb.get(k),
-                a_has=k in fa,
-                b_has=k in fb,
-                source="argv",
-            )
-            for k in sorted(set(fa) | set(fb))
-            if k not in skip
-            and (fa.get(k) != fb.get(k) or (k in fa) != (k in fb))
-            and "{out}" not in str(fa.get(k)) + str(fb.get(k))
+            d
+            for d in _key_diffs("flag", fa, fb, "argv")
+            if d.key not in skip and "{out}" not in str(d.a) + str(d.b)
         ]
     return list({(d.kind, d.key): d for d in out}.values())
 
