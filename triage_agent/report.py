@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -102,6 +103,18 @@ img{max-width:100%;border:1px solid #ddd}
 """
 
 
+def _html_table(
+    title: str, head: Iterable[str], cells: Iterable[str], table_id: str | None = None
+) -> list[str]:
+    """A titled table, one line a row; each of CELLS is one row's ``<td>`` markup, escaped."""
+    open_tag = "<table>" if table_id is None else f"<table id='{table_id}'>"
+    return [
+        f"<h2>{title}</h2>{open_tag}<tr>" + "".join(f"<th>{c}</th>" for c in head) + "</tr>",
+        *(f"<tr>{row}</tr>" for row in cells),
+        "</table>",
+    ]
+
+
 def render_html(state: LedgerState, plot: Path | None) -> str:
     esc = html.escape
     h: list[str] = [
@@ -147,30 +160,23 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
     h.append("</table>")
     disc = discriminator_rows(state)
     if disc:
-        h.append(
-            "<h2>Interventions (discriminator table)</h2><table id='discriminator'><tr>"
-            + "".join(f"<th>{c}</th>" for c in DISC_HEAD)
-            + "</tr>"
+        h += _html_table(
+            "Interventions (discriminator table)",
+            DISC_HEAD,
+            (
+                "".join(f"<td>{esc(x)}</td>" for x in (r.arm, r.changed, r.applied_to, r.outcome))
+                + f"<td class='s-{r.result}'>{esc(r.evidence)}</td>"
+                for r in disc
+            ),
+            table_id="discriminator",
         )
-        for r in disc:
-            h.append(
-                "<tr>"
-                + "".join(f"<td>{esc(x)}</td>" for x in (r.arm, r.changed, r.applied_to, r.outcome))
-                + f"<td class='s-{r.result}'>{esc(r.evidence)}</td></tr>"
-            )
-        h.append("</table>")
     rows = _divergence_rows(state)
     if rows:
-        h.append(
-            "<h2>First divergence per rank</h2><table><tr>"
-            + "".join(f"<th>{c}</th>" for c in DIV_COLS)
-            + "</tr>"
+        h += _html_table(
+            "First divergence per rank",
+            DIV_COLS,
+            ("".join(f"<td>{esc(str(r.get(c, '')))}</td>" for c in DIV_COLS) for r in rows),
         )
-        for r in rows:
-            h.append(
-                "<tr>" + "".join(f"<td>{esc(str(r.get(c, '')))}</td>" for c in DIV_COLS) + "</tr>"
-            )
-        h.append("</table>")
     h.append("<h2>Timeline of evidence</h2>")
     for e in state.evidence:
         h.append(
