@@ -191,46 +191,36 @@ def _parse_config(text: str, rest: str) -> ConfigIntervention:
     return ConfigIntervention(key=key, value=value)
 
 
-def to_text(iv: Intervention) -> str:
-    """The text form :func:`parse_intervention` reads back to the same intervention."""
+def _forms(iv: Intervention) -> tuple[str, str]:
+    """Its text form and its description, side by side so that a new kind gets both."""
     match iv:
         case EnvIntervention(key=k, value=None):
-            return f"unset {k}"
+            return f"unset {k}", f"unset {k}"
         case EnvIntervention(key=k, value=v):
-            return f"env {k}={v}"
+            return f"env {k}={v}", f"set {k}={v}"
+        case ConfigIntervention(key=k, value=v) if iv.is_flag:
+            return f"config {k}={v}", f"launch flag {k}={v}"
         case ConfigIntervention(key=k, value=v):
-            return f"config {k}={v if iv.is_flag else json.dumps(v)}"
+            return f"config {k}={json.dumps(v)}", f"config key {k} = {json.dumps(v)}"
         case SuppressIntervention(target=t):
-            return f"suppress {t}"
+            return f"suppress {t}", f"{t} suppressed (returns None)"
         case ReplaceIntervention(target=t, replacement=r):
-            return f"replace {t}={r}"
+            return f"replace {t}={r}", f"{t} replaced by {r}"
         case PolicyIntervention(policy=p):
-            return p
+            return p, f"policy {p} ({POLICY_HELP[p]})"
         case RevertIntervention(paths=ps):
-            return "revert " + ",".join(ps)
+            return "revert " + ",".join(ps), f"{', '.join(ps)} reverted to the other run's revision"
     raise AssertionError(iv)  # pragma: no cover - the union is closed
+
+
+def to_text(iv: Intervention) -> str:
+    """The text form :func:`parse_intervention` reads back to the same intervention."""
+    return _forms(iv)[0]
 
 
 def describe(iv: Intervention) -> str:
     """The one thing changed, as a reviewer reads it in the discriminator table."""
-    match iv:
-        case EnvIntervention(key=k, value=None):
-            return f"unset {k}"
-        case EnvIntervention(key=k, value=v):
-            return f"set {k}={v}"
-        case ConfigIntervention(key=k, value=v) if iv.is_flag:
-            return f"launch flag {k}={v}"
-        case ConfigIntervention(key=k, value=v):
-            return f"config key {k} = {json.dumps(v)}"
-        case SuppressIntervention(target=t):
-            return f"{t} suppressed (returns None)"
-        case ReplaceIntervention(target=t, replacement=r):
-            return f"{t} replaced by {r}"
-        case PolicyIntervention(policy=p):
-            return f"policy {p} ({POLICY_HELP[p]})"
-        case RevertIntervention(paths=ps):
-            return f"{', '.join(ps)} reverted to the other run's revision"
-    raise AssertionError(iv)  # pragma: no cover
+    return _forms(iv)[1]
 
 
 def check_untrusted(iv: Intervention) -> Intervention:
