@@ -9,8 +9,10 @@ graph is the file's own, resolved by simple name).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,17 +29,22 @@ if TYPE_CHECKING:
 Severity = Literal["low", "medium", "high"]
 Lang = Literal["python", "cpp"]
 
-TEMPLATES = frozenset(
-    {
-        "optimizer_init",
-        "cast_roundtrip",
-        "reduction_order",
-        "op_repeatability",
-        "rng_resume",
-        "async_lifetime",
-        "empty_contribution",
-    }
-)
+
+def template_names(directory: Path) -> frozenset[str]:
+    """Reproducer templates in ``directory``: one ``<name>.py`` each; ``_`` files are shared code."""
+    return frozenset(p.stem for p in directory.glob("*.py") if not p.name.startswith("_"))
+
+
+def _templates_dir() -> Path:
+    # find_spec locates the reproducers package without importing it: probes rest on the
+    # bottom layer alone, and the template files are shipped as reproducers' package data
+    spec = importlib.util.find_spec("reproducers")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the reproducers package is not installed beside probes")
+    return Path(next(iter(spec.submodule_search_locations))) / "templates"
+
+
+TEMPLATES = template_names(_templates_dir())
 
 
 @dataclass

@@ -1,1 +1,1 @@
-"""One probe per module; each defines ``PROBE``. Fixtures: ``probes/fixtures/<probe-id>.*``."""
+"""One probe per module; each defines ``PROBE``. Fixtures: ``probes/fixtures/<module>.*``."""
