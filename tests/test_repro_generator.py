@@ -105,7 +105,7 @@ def test_generate_from_finding_records_it_in_the_ledger(tmp_path):
     ledger = Ledger(tmp_path)
     finding = Finding(
         probe_id="p",
-        category="cast",
+        category="casts",
         file="x.py",
         line_start=1,
         line_end=2,
@@ -120,7 +120,7 @@ def test_generate_from_finding_records_it_in_the_ledger(tmp_path):
 
 
 def test_generate_from_finding_without_template(tmp_path):
-    finding = Finding(probe_id="p", category="c", file="x.py", line_start=1, line_end=1)
+    finding = Finding(probe_id="p", category="casts", file="x.py", line_start=1, line_end=1)
     with pytest.raises(InputError, match="names no reproducer template"):
         generate(finding, tmp_path)
 
