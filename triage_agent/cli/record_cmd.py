@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from .common import console
+from .trace_cmd import JsonOpt, PolicyOpt, RunIdOpt, TimeoutOpt, launch_out_dir
 
 
 def _settings(**kwargs):
@@ -53,24 +53,16 @@ def register(app: typer.Typer) -> None:
         side_stream: Annotated[
             bool, typer.Option("--side-stream", help="digest on a CUDA stream of its own")
         ] = False,
-        run_id: Annotated[str, typer.Option("--run-id", help="label in every header")] = "run",
-        policy: Annotated[
-            list[str] | None, typer.Option("--policy", help="policy applied in every process")
-        ] = None,
-        timeout: Annotated[
-            float | None, typer.Option("--timeout", help="seconds before the run is killed")
-        ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+        run_id: RunIdOpt = "run",
+        policy: PolicyOpt = None,
+        timeout: TimeoutOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         from ..fingerprint import parse_ranks
         from ..fingerprint.recorder import record_command
 
-        if not command:
-            raise InputError("no command to record: give it after '--', e.g. -- python train.py")
-        if out is None:
-            out = Path(".triage/records") / time.strftime("rec-%Y%m%dT%H%M%S")
         settings = _settings(
-            out_dir=out,
+            out_dir=launch_out_dir(command, out, "record", Path(".triage/records"), "rec"),
             cap_bytes=int(cap_mb * (1 << 20)),
             segment_bytes=int(segment_mb * (1 << 20)),
             level=level,

@@ -14,6 +14,25 @@ from rich.table import Table
 from ..errors import InputError
 from .common import console
 
+# Options of the commands that launch a training command (trace, record).
+RunIdOpt = Annotated[str, typer.Option("--run-id", help="label in every header")]
+PolicyOpt = Annotated[
+    list[str] | None, typer.Option("--policy", help="policy applied in every process")
+]
+TimeoutOpt = Annotated[
+    float | None, typer.Option("--timeout", help="seconds before the run is killed")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+
+
+def launch_out_dir(
+    command: list[str], out: Path | None, verb: str, root: Path, prefix: str
+) -> Path:
+    """OUT, or a new directory under ROOT named for now; a missing COMMAND is bad input."""
+    if not command:
+        raise InputError(f"no command to {verb}: give it after '--', e.g. -- python train.py")
+    return out if out is not None else root / time.strftime(f"{prefix}-%Y%m%dT%H%M%S")
+
 
 def register(app: typer.Typer) -> None:
     @app.command(
@@ -58,23 +77,15 @@ def register(app: typer.Typer) -> None:
             typer.Option("--dump", help="save whole tensors of events matching this pattern"),
         ] = None,
         digest: Annotated[str, typer.Option("--digest", help="xor | order | both")] = "xor",
-        run_id: Annotated[str, typer.Option("--run-id", help="label in every header")] = "run",
-        policy: Annotated[
-            list[str] | None, typer.Option("--policy", help="policy applied in every process")
-        ] = None,
-        timeout: Annotated[
-            float | None, typer.Option("--timeout", help="seconds before the run is killed")
-        ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+        run_id: RunIdOpt = "run",
+        policy: PolicyOpt = None,
+        timeout: TimeoutOpt = None,
+        as_json: JsonOpt = False,
     ) -> None:
         from ..fingerprint import CaptureConfig, capture_command, parse_ranks, parse_steps
 
-        if not command:
-            raise InputError("no command to trace: give it after '--', e.g. -- python train.py")
-        if out is None:
-            out = Path(".triage/traces") / time.strftime("run-%Y%m%dT%H%M%S")
         config = CaptureConfig(
-            out_dir=out,
+            out_dir=launch_out_dir(command, out, "trace", Path(".triage/traces"), "run"),
             steps=parse_steps(steps),
             level=level,
             scope=scope,
