@@ -15,6 +15,11 @@ the origin rank and receiver count to be what was planted). Prints a table and a
 
     python benchmarks/compare_scale.py [--ranks 2432] [--events 1000] [--workers 2]
         [--diverge-at 0.9] [--workdir /tmp/cmp_scale] [--modes serial,processes,ray] [--json]
+    python benchmarks/compare_scale.py --worker-memory 1000,10000,100000,1000000
+
+``--worker-memory`` measures what one worker needs instead: the peak RSS of a fresh worker
+process comparing one receiver rank of each size, against the same process after its
+imports.
 
 Synthesis is not timed and is reused when the directory holds the same spec. Disk: about
 400 bytes per event, so 2,432 x 1,000 events is 1.9 GB for the two runs and 2,432 x 10,000
@@ -112,6 +117,26 @@ def run_mode(mode: str, root: Path, workers: int) -> dict:
     }
 
 
+def worker_memory(root: Path, events: int, at: float) -> dict:
+    """Peak RSS of this (fresh) process comparing one receiver rank of ``events`` events."""
+    from triage_agent.compare.distributed import Chunk, RankJob, compare_chunk
+    from triage_agent.trace_format import trace_filename
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    name = trace_filename(1)
+    job = RankJob(1, str(root / "run_a" / name), str(root / "run_b" / name))
+    t0 = time.perf_counter()
+    out = compare_chunk(Chunk((job,), 2, None, False))
+    assert out.ranks[0].result is not None and out.ranks[0].result.status == "diverged"
+    return {
+        "events": events,
+        "after_imports_mb": round(base, 1),
+        "peak_mb": round(out.peak_rss_mb, 1),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "file_mb": round((root / "run_a" / name).stat().st_size / 1e6, 1),
+    }
+
+
 def _in_child(mode: str, root: Path, workers: int) -> dict:
     cmd = [sys.executable, __file__, "--_mode", mode, "--workdir", str(root)]
     cmd += ["--workers", str(workers)]
@@ -133,10 +158,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/cmp_scale"))
     ap.add_argument("--modes", default=",".join(MODES), help="serial,processes,ray")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
+    ap.add_argument("--worker-memory", help="event counts per rank, comma-separated")
     ap.add_argument("--_mode", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args._mode == "worker-memory":
+        print(json.dumps(worker_memory(args.workdir, args.events, args.diverge_at)))
+        return 0
     if args._mode:
         print(json.dumps(run_mode(args._mode, args.workdir, args.workers)))
+        return 0
+    if args.worker_memory:
+        print("| events per rank | rank file MB | after imports MB | peak MB | seconds |")
+        print("|---|---|---|---|---|")
+        for n in (int(x) for x in args.worker_memory.split(",")):
+            root = args.workdir / f"mem_e{n}"
+            synthesise(root, 2, n, args.diverge_at, 2)
+            cmd = [sys.executable, __file__, "--_mode", "worker-memory", "--workdir", str(root)]
+            out = subprocess.run(cmd + ["--events", str(n)], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise SystemExit(f"compare_scale: worker memory at {n} events: {out.stderr[-300:]}")
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(
+                f"| {n:,} | {r['file_mb']} | {r['after_imports_mb']} | {r['peak_mb']} | "
+                f"{r['seconds']} |"
+            )
         return 0
     modes = [m for m in args.modes.split(",") if m]
     if "serial" not in modes or any(m not in MODES for m in modes):
