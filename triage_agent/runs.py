@@ -147,20 +147,6 @@ def rerun_record(*outcomes: RunOutcome) -> RerunRecord:
     )
 
 
-def joined_argv(*outcomes: RunOutcome) -> list[str]:
-    """A display form only: the commands run together with ';' between them.
-
-    Not a command line (no shell ever runs it) and not evidence: record
-    :func:`rerun_record` instead, which keeps every argv whole, the summed duration and
-    the provenance.
-    """
-    out: list[str] = []
-    for o in outcomes:
-        for cmd in o.argv:
-            out += [";", *cmd] if out else list(cmd)
-    return out
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
