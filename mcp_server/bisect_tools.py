@@ -1,4 +1,4 @@
-"""``bisect_revisions``: the first commit that moves the bits, then a minimal set of hunks.
+"""``bisect_source``: the first commit that moves the bits, then a minimal set of hunks.
 
 A thin adapter over :func:`triage_agent.bisect.bisect_case`, the function behind
 ``triage bisect``. The caller names at most a repository (a path inside the case's source
@@ -22,7 +22,7 @@ from .spec import In, Progress
 MAX_DIFF_CHARS = 20_000
 
 
-class BisectRevisionsIn(In):
+class BisectSourceIn(In):
     repo: str | None = Field(
         default=None,
         max_length=MAX_PATH_CHARS,
@@ -41,7 +41,7 @@ class BisectRevisionsIn(In):
     timeout_s: float = Field(default=600.0, gt=0, le=3600, description="per launch command")
 
 
-def bisect_revisions(ws: Workspace, args: BisectRevisionsIn, progress: Progress) -> BisectResult:
+def bisect_source(ws: Workspace, args: BisectSourceIn, progress: Progress) -> BisectResult:
     """Bisect the case's source revisions (or a range in a repository inside its roots) to
     the first commit at which run B, rerun uninstrumented in a throwaway worktree, differs
     from run A on some step or rank; a commit where B does not run is skipped. When

@@ -153,12 +153,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         w.revert_file,
     ),
     ToolSpec(
-        "bisect_revisions",
+        "bisect_source",
         "Bisect source revisions to commits and hunks",
-        b.BisectRevisionsIn,
+        b.BisectSourceIn,
         b.BisectResult,
         RUNS_RESUMABLE,
-        b.bisect_revisions,
+        b.bisect_source,
     ),
     ToolSpec(
         "run_workflow",

@@ -1,4 +1,4 @@
-"""`bisect_revisions` through a real MCP client talking to `triage-mcp` over stdio.
+"""`bisect_source` through a real MCP client talking to `triage-mcp` over stdio.
 
 The case's job imports a small library from a checkout on ``PYTHONPATH``; run B uses a
 later tag, one of whose two commits changes the bits. The tool bisects to it with
@@ -26,7 +26,7 @@ def _triage_mcp() -> str:
     return exe
 
 
-def test_mcp_bisect_revisions_over_stdio(tmp_path):
+def test_mcp_bisect_source_over_stdio(tmp_path):
     case = make_case(tmp_path, ONE_BAD[3:], pythonpath=True)
     write_case_toml(case, tmp_path / "triage.toml")
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
@@ -39,18 +39,18 @@ def test_mcp_bisect_revisions_over_stdio(tmp_path):
     async def go():
         out = {}
         async with Client(params, read_timeout_seconds=600) as c:
-            out["tool"] = {t.name: t for t in (await c.list_tools()).tools}["bisect_revisions"]
-            out["flag"] = await c.call_tool("bisect_revisions", {"range": "--exec=x..v-b"})
-            out["repo"] = await c.call_tool("bisect_revisions", {"repo": str(outside)})
-            out["cmd"] = await c.call_tool("bisect_revisions", {"command": "ls"})
+            out["tool"] = {t.name: t for t in (await c.list_tools()).tools}["bisect_source"]
+            out["flag"] = await c.call_tool("bisect_source", {"range": "--exec=x..v-b"})
+            out["repo"] = await c.call_tool("bisect_source", {"repo": str(outside)})
+            out["cmd"] = await c.call_tool("bisect_source", {"command": "ls"})
 
             async def on_progress(done, total, message):
                 progress.append((done, total, message))
 
             out["run"] = await c.call_tool(
-                "bisect_revisions", {"timeout_s": 300}, progress_callback=on_progress
+                "bisect_source", {"timeout_s": 300}, progress_callback=on_progress
             )
-            out["again"] = await c.call_tool("bisect_revisions", {})
+            out["again"] = await c.call_tool("bisect_source", {})
         return out
 
     out = run_async(go)

@@ -1,5 +1,6 @@
-"""Reverting changed files one at a time, on a real git repository (GitPython) whose later
-revision adds one file, deletes another and changes the training script."""
+"""The workflow's source-change fallback, on a real git repository (GitPython) whose later
+revision adds one file, deletes another and changes the training script: bisection to the
+hunk that moves the bits, how it is classified, and what a file revert refuses."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import pytest
 
 from triage_agent.errors import InputError
 from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, EvidenceResult, RunSpec, SourceSpec
-from triage_agent.runs import materialize_case
-from triage_agent.workflow.fixcheck import bisect_changed_files, validate_revert
+from triage_agent.records import Case, Classification, HypothesisStatus, RunSpec, SourceSpec
+from triage_agent.workflow.engine import validated_by_rerun
+from triage_agent.workflow.fixcheck import (
+    bisect_source_change,
+    source_change_class,
+    validate_revert,
+)
 from triage_agent.workflow.revisions import changed_files
 
 TRAIN = """import sys
@@ -102,26 +107,35 @@ def test_git_trouble_is_a_one_line_error_not_an_empty_list(update_case, tmp_path
         changed_files(no_repo)
 
 
-def test_added_and_deleted_files_are_reverted_and_the_loop_reaches_the_cause(update_case):
+def test_the_workflow_bisects_to_the_hunk_and_classifies_by_the_comparison(update_case):
+    """One commit changes three files; bisection and ddmin over its hunks keep only the
+    training-script hunk, prove it, and name it with its diff; the runs are the same job at
+    two revisions, so the proven change is a bug (a reader may declare it a policy)."""
     ledger = Ledger(update_case.workspace)
     ledger.record_case(update_case)
-    base_a, _ = materialize_case(update_case, Path(update_case.workspace))
-    hyp = bisect_changed_files(
-        update_case, ledger, base_a.metrics, timeout_s=120, deadline=time.monotonic() + 600
+    found = bisect_source_change(
+        update_case, ledger, timeout_s=120, deadline=time.monotonic() + 600
     )
-    st = ledger.state()
-    reruns = [e for e in st.evidence if e.kind == EvidenceKind.rerun]
-    by_file = {e.data["reverted"]: e for e in reruns}
-    # every changed file was tried, the added and the deleted one first (Python, by name)
-    assert [e.data["reverted"] for e in reruns] == ["extra.py", "old_helpers.py", "train.py"]
-    assert not (Path(by_file["extra.py"].data["variant"]) / "extra.py").exists()
-    restored = Path(by_file["old_helpers.py"].data["variant"]) / "old_helpers.py"
-    assert restored.read_text() == "Y = 1\n"
-    assert by_file["extra.py"].result == EvidenceResult.refuted
-    assert by_file["old_helpers.py"].result == EvidenceResult.refuted
-    assert by_file["train.py"].result == EvidenceResult.supported
-    assert hyp is not None and "train.py" in hyp.statement
-    assert st.hypotheses[hyp.id].status.value == "supported"
+    assert found is not None
+    hyp = ledger.state().hypotheses[found.hypothesis.id]
+    assert hyp.status == HypothesisStatus.supported and hyp.category == "source-change"
+    assert hyp.classification == Classification.bug
+    # the location is train.py at the nudge's line in B, with its outcomes; nothing else
+    assert found.location.startswith("train.py:11 (") and "extra.py" not in found.location
+    assert hyp.rationale.split(" ", 1)[0] == "train.py:11"
+    assert "+        if step == 2:" in hyp.rationale and "for the reader" in hyp.rationale
+    proof = validated_by_rerun(ledger, hyp.id)
+    assert proof is not None and proof.data.match["all_match"] is True
+    # every probe ran in a throwaway worktree: the user's checkout is as it was
+    assert git.Repo(update_case.run_b.cwd).git.status("--porcelain") == ""
+
+
+def test_a_declared_setting_beside_the_source_leaves_the_class_unknown(update_case):
+    ledger = Ledger(update_case.workspace)
+    assert source_change_class(update_case, ledger) == Classification.bug
+    other = update_case.model_copy(deep=True)
+    other.run_b.env = {"TRIAGE_TEST_KNOB": "1"}
+    assert source_change_class(other, Ledger(other.workspace)) == Classification.unknown
 
 
 def test_a_revert_the_case_does_not_allow_is_said_not_skipped(update_case, tmp_path):
@@ -130,6 +144,11 @@ def test_a_revert_the_case_does_not_allow_is_said_not_skipped(update_case, tmp_p
     moved.run_b.cwd = str(tmp_path / "wt_a")  # a checkout, but of A's revision
     with pytest.raises(InputError, match="not a checkout of run B's revision"):
         validate_revert(moved, ledger, "train.py", [], "unused", timeout_s=60)
-    # in the loop the same trouble ends the loop with a warning in the ledger
-    assert bisect_changed_files(moved, ledger, "unused", timeout_s=60, deadline=1e12) is None
-    assert any("not a checkout" in n["text"] for n in ledger.state().notes)
+    # a case whose revisions cannot be bisected ends the fallback with a note, never a crash
+    bad = update_case.model_copy(deep=True)
+    bad.run_a.source.rev = "no-such-tag"
+    assert bisect_source_change(bad, ledger, timeout_s=60, deadline=1e12) is None
+    assert any(
+        "cannot be bisected" in n["text"] and "does not resolve" in n["text"]
+        for n in ledger.state().notes
+    )

@@ -47,6 +47,7 @@ from ..records import Case, Hypothesis, HypothesisStatus
 from ..runs import require_relaunchable
 from .history import Range, first_parent, open_range, open_repo, side_commits
 from .model import (
+    READER_NOTE,
     BisectProgress,
     BisectResult,
     CommitInfo,
@@ -114,9 +115,9 @@ class Bisection:
         self.p, self.rng, self.res = prober, rng, res
         self.chain = rng.commits
 
-    def _left(self, extra: int = 0) -> Callable[[int], None]:
-        def set_left(n: int) -> None:
-            self.p.left = n + extra
+    def _left(self, extra: int = 0) -> Callable[[int, int], None]:
+        def set_left(n: int, commits: int) -> None:
+            self.p.left, self.p.commits_left = n + extra, commits
 
         return set_left
 
@@ -127,6 +128,7 @@ class Bisection:
     def first_bad(self) -> list[CommitInfo] | None:
         p, rng, res, chain = self.p, self.rng, self.res, self.chain
         p.phase, p.left = "bisect", 1 + probes_left(0, len(chain))
+        p.commits_left = len(chain)
         end = p(TreeSpec(base=rng.b))
         if end.outcome == "good":
             raise InputError(
@@ -144,6 +146,7 @@ class Bisection:
             0, len(chain), lambda i: p(TreeSpec(base=chain[i - 1].sha)).outcome, self._left()
         )
         start_unknown = False
+        p.commits_left = br.hi - br.lo - 1
         if br.lo == 0:
             p.left = 1
             start = p(TreeSpec(base=rng.base))
@@ -262,13 +265,13 @@ class Bisection:
                 Hypothesis(
                     id=hid,
                     statement=f"the change in {what} between {rng.a_rev} and {rng.b_rev} moves "
-                    "the bits: B with exactly that reverted matches A on every step",
+                    f"the bits: B with exactly that reverted matches A on every step; {READER_NOTE}",
                     category="source-change",
                     rationale="bisection of "
                     f"{len(self.chain)} commit(s), then delta debugging over commits and hunks",
                 )
             )
-        p.phase, p.left = "proof", 1 + len(placed)
+        p.phase, p.left = "proof", 1 + 2 * len(placed)
         res.proof = proof = p(tree, hypotheses=[hid])
         res.culprits = culprits
         res.hypothesis = hid
@@ -281,8 +284,17 @@ class Bisection:
         p.phase = "alone"
         res.hunks = [HunkOutcome(hunk=h) for h in placed]
         for k, h in enumerate(placed):
-            p.left = len(placed) - k
+            p.left = 2 * len(placed) - k
             res.hunks[k].alone = p(TreeSpec(base=rng.b, revert_hunks=[h.id]))
+        # Each hunk kept on its own (the set's others reverted): the first step it moves
+        # says where the difference starts. With two hunks, each tree is the other's
+        # "reverted alone" and is read back, not rerun; with one, it is B itself.
+        p.phase = "effect"
+        for k, h in enumerate(placed):
+            p.left = len(placed) - k
+            others = [i for i in tree.revert_hunks if i != h.id]
+            res.hunks[k].kept = p(tree.model_copy(update={"revert_hunks": others}))
+        res.hunks.sort(key=lambda o: o.first_effect)
 
 
 def _conclusion(res: BisectResult) -> str:
@@ -327,6 +339,17 @@ def _conclusion(res: BisectResult) -> str:
             )
     elif res.status != "ambiguous":
         parts.append("No set of commits whose revert restores A was found.")
+    if len(res.hunks) > 1 and all(h.kept is not None for h in res.hunks):
+        parts.append(
+            "Each hunk kept alone in B (the others reverted): "
+            + "; ".join(f"{h.hunk.location} {h.kept.said}" for h in res.hunks)
+            + "."
+        )
+        if res.hunks[0].first_effect < res.hunks[1].first_effect:
+            parts.append(
+                f"The difference starts at {res.hunks[0].hunk.location}: alone, it moves the "
+                "bits at the earliest step."
+            )
     if res.status == "found":
         parts.append(res.reader_note[0].upper() + res.reader_note[1:] + ".")
     return " ".join(parts)

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Outcome = Literal["good", "bad", "skip"]
-Phase = Literal["bisect", "revert", "commits", "hunks", "alone", "proof"]
+Phase = Literal["bisect", "revert", "commits", "hunks", "alone", "effect", "proof"]
 Status = Literal["found", "first-bad", "ambiguous", "not-in-range", "stopped"]
 Mode = Literal["source-dir", "pythonpath"]
 
@@ -100,12 +100,26 @@ class HunkOutcome(BaseModel):
     alone: ProbeResult | None = Field(
         default=None, description="B with only this hunk reverted (None: not reached)"
     )
+    kept: ProbeResult | None = Field(
+        default=None,
+        description="B with the set's other hunks reverted, this one kept: its own effect, "
+        "whose first differing step says where in the run it starts to show",
+    )
+
+    @property
+    def first_effect(self) -> float:
+        """The first step at which this hunk on its own moves the bits (inf: none seen)."""
+        step = self.kept.first_differing_step if self.kept else None
+        return float("inf") if step is None else float(step)
 
 
 class BisectProgress(BaseModel):
     phase: Phase
     done: int = Field(description="probes evaluated so far in this call")
     left: int | None = Field(default=None, description="an estimate of the probes still to go")
+    commits_left: int | None = Field(
+        default=None, description="commits the current search has not yet ruled in or out"
+    )
     eta_s: float | None = Field(default=None, description="left times the mean launch time")
     message: str
 
@@ -138,7 +152,9 @@ class BisectResult(BaseModel):
         default_factory=list, description="a minimal set of commits whose revert restores A"
     )
     hunks: list[HunkOutcome] = Field(
-        default_factory=list, description="a minimal set of hunks, each with its own outcome"
+        default_factory=list,
+        description="a minimal set of hunks, each with its own outcomes, the one whose own "
+        "effect shows at the earliest step first",
     )
     proof: ProbeResult | None = Field(
         default=None, description="B with exactly the culprits (or hunks) reverted"

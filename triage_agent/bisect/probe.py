@@ -92,6 +92,7 @@ class Prober:
         self.cached = 0
         self.launch_seconds: list[float] = []
         self.left: int | None = None
+        self.commits_left: int | None = None
         self.phase: Phase = "bisect"
         self._base: RunOutcome | None = None
         self._memo = self._recorded()
@@ -134,7 +135,12 @@ class Prober:
         eta = mean * self.left if mean is not None and self.left is not None else None
         self.progress(
             BisectProgress(
-                phase=self.phase, done=len(self.probes), left=self.left, eta_s=eta, message=message
+                phase=self.phase,
+                done=len(self.probes),
+                left=self.left,
+                commits_left=self.commits_left if self.phase in ("bisect", "commits") else None,
+                eta_s=eta,
+                message=message,
             )
         )
 

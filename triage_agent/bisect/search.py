@@ -46,16 +46,17 @@ def first_bad(
     lo: int,
     hi: int,
     test: Callable[[int], Outcome],
-    before: Callable[[int], None] | None = None,
+    before: Callable[[int, int], None] | None = None,
 ) -> Bracket:
-    """``before`` hears, ahead of each probe, how many probes are still expected."""
+    """``before`` hears, ahead of each probe, how many probes are still expected and how
+    many positions are still untested between the last good and the first bad."""
     skipped: set[int] = set()
     while True:
         inner = [i for i in range(lo + 1, hi) if i not in skipped]
         if not inner:
             return Bracket(lo=lo, hi=hi, skipped=sorted(s for s in skipped if lo < s < hi))
         if before is not None:
-            before(probes_left(lo, hi, len(skipped & set(range(lo + 1, hi)))))
+            before(probes_left(lo, hi, len(skipped & set(range(lo + 1, hi)))), len(inner))
         mid = (lo + hi) / 2
         pick = min(inner, key=lambda i: (abs(i - mid), i))
         outcome = test(pick)

@@ -1,7 +1,7 @@
 """`triage bisect`: the first commit that moves the bits, then a minimal set of hunks.
 
 A thin adapter over :func:`triage_agent.bisect.bisect_case`: a progress bar while it
-probes (probes left, ETA), then a table of the commits probed and the hunks found, each
+probes (probes done and left, commits left untested, ETA), then a table of the commits probed and the hunks found, each
 with its diff. Exit 0 when a minimal set was proven (B with exactly it reverted matches
 A), 1 when the search ended without one (not in the range, ambiguous, not reproduced),
 2 for bad input, 3 when the budget stopped it (run it again to resume), 130 on Ctrl-C.
@@ -30,6 +30,10 @@ def _eta(seconds: float | None) -> str:
         return ""
     m, s = divmod(int(seconds), 60)
     return f"ETA {m}:{s:02d}"
+
+
+def _outcome(q) -> str:
+    return f"{MARK[q.outcome]}: {escape(q.said)}" if q else "[dim]-[/]"
 
 
 def _commit_table(res) -> Table:
@@ -66,15 +70,15 @@ def _show(res) -> None:
     console.print(_commit_table(res))
     if res.hunks:
         t = Table(title="a minimal set of hunks (reverted in B)")
-        for col in ("hunk", "location in B", "commit", "reverted alone"):
+        for col in ("hunk", "location in B", "commit", "reverted alone", "kept alone"):
             t.add_column(col)
         for h in res.hunks:
-            alone = h.alone
             t.add_row(
                 h.hunk.id,
                 escape(h.hunk.location),
                 h.hunk.commit[:10],
-                f"{MARK[alone.outcome]}: {escape(alone.said)}" if alone else "[dim]-[/]",
+                _outcome(h.alone),
+                _outcome(h.kept),
             )
         console.print(t)
         for h in res.hunks:
@@ -137,6 +141,7 @@ def register(app: typer.Typer) -> None:
             TextColumn("[bold]{task.fields[phase]:<7}"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[commits]}"),
             TextColumn("{task.fields[eta]}"),
             TextColumn("{task.description}"),
             console=err_console,
@@ -144,7 +149,7 @@ def register(app: typer.Typer) -> None:
         )
         seen = [0]
         with bar:
-            task = bar.add_task("", total=None, phase="", eta="")
+            task = bar.add_task("", total=None, phase="", commits="", eta="")
 
             def progress(p: BisectProgress) -> None:
                 if p.done > seen[0]:
@@ -156,6 +161,7 @@ def register(app: typer.Typer) -> None:
                     completed=p.done,
                     total=total,
                     phase=p.phase,
+                    commits="" if p.commits_left is None else f"{p.commits_left} commit(s) left",
                     eta=_eta(p.eta_s),
                     description=escape(p.message[:70]),
                 )

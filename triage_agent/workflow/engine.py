@@ -37,7 +37,7 @@ from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
 from .crash import failed_baseline, report_failure
 from .declared import declared_differences, hypothesis_for
-from .fixcheck import bisect_changed_files, validate_fix, validate_revert
+from .fixcheck import bisect_source_change, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
 from .stage1 import run_stage1
 from .stage2 import Stage2Result
@@ -238,18 +238,18 @@ def run_workflow(
         and rep.source_differs
         and ma is not None
         and _relaunchable(case)
-        and _time_left(ledger, deadline, "reverting changed files one at a time")
+        and _time_left(ledger, deadline, "bisecting the source revisions")
     ):
-        hyp = bisect_changed_files(
+        found = bisect_source_change(
             case,
             ledger,
-            str(ma),
             timeout_s=opts.timeout_s,
             deadline=deadline,
-            on_status=lambda m: status("fix", m),
+            on_status=lambda m: status("bisect", m),
         )
-        if hyp is not None:
-            candidates = [hyp]
+        if found is not None:
+            candidates = [found.hypothesis]
+            where[found.hypothesis.id] = found.location
     candidates = _ranked(ledger, candidates)
 
     verdict = decide(case, ledger, rep, candidates, trace, ma, opts, status, deadline, where)
@@ -435,7 +435,7 @@ def decide(
     if findings:
         f = findings[0]
         loc_parts.append(f"{f.file}:{f.line_start}" + (f" ({f.function})" if f.function else ""))
-    if not findings and hyp.category == "source-change":
+    if not findings and hyp.category == "source-change" and not (where or {}).get(hyp.id):
         loc_parts.append(hyp.rationale.split(" ", 1)[0])
     if (where or {}).get(hyp.id):
         loc_parts.append(where[hyp.id])
@@ -452,7 +452,10 @@ def decide(
         fix_text += f". Not validated: {fix_ev.summary}"
     v = Verdict(
         hypothesis=hyp.id,
-        classification=CLASSIFICATION.get(hyp.category, Classification.unknown),
+        # a proven source change carries the class its proof gave it (fixcheck's rule)
+        classification=hyp.classification
+        if hyp.category == "source-change"
+        else CLASSIFICATION.get(hyp.category, Classification.unknown),
         statement=f"step {rep.step}: {hyp.statement}",
         location="; ".join(loc_parts) or None,
         evidence=list(dict.fromkeys(chain)),

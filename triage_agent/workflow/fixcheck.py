@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
+from ..bisect import BisectResult, bisect_case
 from ..errors import InputError
 from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics
 from ..policies import POLICY_HELP
 from ..records import (
     Case,
+    Classification,
     Evidence,
     EvidenceKind,
     EvidenceResult,
     Hypothesis,
-    HypothesisStatus,
     RunSpec,
 )
-from ..runs import RunOutcome, materialize, rerun_record
-from .revisions import changed_files, content_at, resolve
+from ..runs import RunOutcome, materialize, materialize_case, rerun_record
+from .declared import declared_differences
+from .revisions import content_at, resolve
 
 
 def _against_a(d: MetricDiff) -> tuple[bool, str]:
@@ -258,90 +263,82 @@ def validate_revert(
     return ev
 
 
-MAX_REVERTS = 8
+def source_change_class(case: Case, ledger: Ledger) -> Classification:
+    """How a proven source change is classified: by the kind of comparison the case declares.
+
+    When the runs are the same job at two revisions of the code (no declared difference in
+    environment, launch flags or config keys: only ``runs.<x>.source`` differs), the
+    comparison asks whether the update keeps the bits; a change whose revert restores every
+    step is then a regression against that premise, a bug, unless the reader declares it the
+    new numerical policy (the verdict says so and shows the diff). When the runs also differ
+    in a declared setting, that setting may be what asks for other arithmetic: unknown.
+    """
+    a, b = materialize_case(case, Path(ledger.workspace))  # cached: the baselines
+    same_job = not declared_differences(case, a.provenance, b.provenance)
+    return Classification.bug if same_job else Classification.unknown
 
 
-def bisect_changed_files(
+class SourceChange(BaseModel):
+    """A minimal set of hunks proven by bisection, as the verdict names it."""
+
+    hypothesis: Hypothesis
+    location: str = Field(description="each hunk's file:line in B, earliest effect first")
+
+
+def _hunks_said(res: BisectResult) -> tuple[str, str]:
+    """(where: each hunk's location and its own effect, its diffs), earliest effect first."""
+    where = []
+    for h in res.hunks:
+        kept = f"alone in B: {h.kept.said}" if h.kept is not None else ""
+        alone = f"reverted alone: {h.alone.said}" if h.alone is not None else ""
+        what = "; ".join(t for t in (kept, alone) if t)
+        where.append(f"{h.hunk.location} ({what})" if what else h.hunk.location)
+    diffs = "\n".join(
+        f"{h.hunk.location} ({h.hunk.commit[:10]}):\n{h.hunk.diff}" for h in res.hunks
+    )
+    return "; ".join(where), diffs
+
+
+def bisect_source_change(
     case: Case,
     ledger: Ledger,
-    baseline_a_metrics: str,
     *,
     timeout_s: float,
     deadline: float,
     on_status: Callable[[str], None] = lambda s: None,
-) -> Hypothesis | None:
-    """No supported hypothesis, and the runs differ in source: revert each changed file alone.
+) -> SourceChange | None:
+    """No supported hypothesis, and the runs differ in source: bisect the revisions.
 
-    Each file is its own hypothesis, tested by one intervention (B with that file at A's
-    revision); the first whose revert makes every step match is supported. Bounded: with
-    more than MAX_REVERTS changed files it stops and says how to narrow the case.
+    :func:`triage_agent.bisect.bisect_case` finds the first bad commit, then a minimal set
+    of commits and hunks whose revert makes B match A on every step, proves it by one
+    rerun and records each hunk reverted alone and kept alone. The proven hypothesis gets
+    the diffs in its rationale and the classification :func:`source_change_class` gives;
+    the location names the hunk whose own effect shows at the earliest step first. A case
+    that cannot be bisected, or a bisection without a proven set, is a ledger note and None.
     """
-    import hashlib
-    import time
-
     try:
-        changed = changed_files(case)
+        res = bisect_case(
+            case,
+            ledger,
+            budget_s=max(deadline - time.monotonic(), 0.0),
+            timeout_s=timeout_s,
+            progress=lambda p: on_status(f"bisect {p.phase}: {p.message}"),
+        )
     except InputError as exc:
-        ledger.note(f"changed files cannot be reverted one at a time: {exc}", level="warning")
+        ledger.note(f"the source revisions cannot be bisected: {exc}", level="warning")
         return None
-    # Python first: a changed module is likelier to change the bits than a changed document.
-    files = sorted((c.path for c in changed), key=lambda p: (not p.endswith(".py"), p))
-    if not files:
+    if res.status != "found" or res.hypothesis is None:
+        if res.status != "stopped":  # a stop has noted itself
+            ledger.note(f"bisection of the source revisions: {res.message}", level="warning")
         return None
-    if len(files) > MAX_REVERTS:
-        ledger.note(
-            f"{len(files)} files changed between the revisions: more than {MAX_REVERTS} "
-            "to revert one at a time; narrow the case (scan_paths, or a closer revision)",
-            level="warning",
-        )
-        return None
-    a, b = case.run_a.source, case.run_b.source
-    assert a is not None and b is not None
-    for file in files:
-        if time.monotonic() > deadline:
-            ledger.note("budget reached while reverting changed files", level="warning")
-            return None
-        hid = "H-" + hashlib.sha256(f"revert|{file}|{a.rev}|{b.rev}".encode()).hexdigest()[:10]
-        st = ledger.state()
-        hyp = st.hypotheses.get(hid) or ledger.put_hypothesis(
-            Hypothesis(
-                id=hid,
-                statement=f"the change to {file} between {a.rev} and {b.rev} changes the bits",
-                category="source-change",
-                rationale=f"{file} is one of {len(files)} changed file(s); no probe "
-                "finding explained the divergence, so each changed file is reverted alone",
-            )
-        )
-        if hyp.status == HypothesisStatus.refuted:
-            continue
-        on_status(f"B with only {file} taken back to {a.rev}")
-        ev = next(
-            (
-                e
-                for e in st.evidence_for(hid)
-                if e.kind == EvidenceKind.rerun and e.result != EvidenceResult.error
-            ),
-            None,
-        )
-        if ev is None:
-            try:
-                ev = validate_revert(
-                    case,
-                    ledger,
-                    file,
-                    [hid],
-                    baseline_a_metrics,
-                    timeout_s=timeout_s,
-                    on_status=on_status,
-                )
-            except InputError as exc:
-                # what stops one revert (B is not a checkout) stops them all: said, not hidden
-                ledger.note(f"reverting {file} is not possible: {exc}", level="warning")
-                return None
-        if ev.result == EvidenceResult.supported:
-            return ledger.update_hypothesis(
-                hid, status=HypothesisStatus.supported, evidence=[ev.id]
-            )
-        if ev.result == EvidenceResult.refuted:
-            ledger.update_hypothesis(hid, status=HypothesisStatus.refuted, evidence=[ev.id])
-    return None
+    where, diffs = _hunks_said(res)
+    where = where or ", ".join(c.said() for c in res.culprits)
+    hyp = ledger.state().hypotheses[res.hypothesis]
+    changes = {
+        "classification": source_change_class(case, ledger),
+        # opening with the locations: a resumed workflow's verdict reads its first word back
+        "rationale": f"{where}. {res.message}" + (f"\n{diffs}" if diffs else ""),
+    }
+    if any(getattr(hyp, k) != v for k, v in changes.items()):
+        hyp = ledger.update_hypothesis(hyp.id, **changes)
+    return SourceChange(hypothesis=hyp, location=where)
