@@ -42,6 +42,7 @@ def _register_all() -> None:
     from . import (
         bisect_cmd,
         compare_cmd,
+        correspond_cmd,
         ledger_cmd,
         metrics_cmd,
         ops_cmd,
@@ -65,6 +66,7 @@ def _register_all() -> None:
         rerun_cmd,
         bisect_cmd,
         ops_cmd,
+        correspond_cmd,
     ):
         mod.register(app)
 

@@ -1,0 +1,76 @@
+"""Run A, the reference: the tiny GPT of gpt.py trained by megatron-core itself, with its
+DistributedDataParallel (fp32 gradient buffers) and get_megatron_optimizer (bf16 params,
+fp32 main params, Adam with decoupled weight decay, Megatron's default parameter groups).
+
+    python train_megatron.py --out DIR [--boundaries DIR]
+
+With ``--boundaries`` the state at every corresponding boundary of every step is dumped by
+hooks (triage_agent.correspond.capture); the arithmetic is Megatron's, unchanged.
+"""
+
+import argparse
+
+import gpt
+import torch
+
+from triage_agent.metrics import MetricLog
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--clip-grad", type=float, default=0.0)
+    p.add_argument("--boundaries", default=None)
+    args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gpt.init_parallel()
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+    config = gpt.build_config()
+    model = DistributedDataParallel(
+        config=config,
+        ddp_config=DistributedDataParallelConfig(
+            grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=False
+        ),
+        module=gpt.build_model(config),
+    )
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer="adam",
+            lr=args.lr,
+            weight_decay=args.weight_decay,
+            adam_beta1=0.9,
+            adam_beta2=0.95,
+            adam_eps=1e-8,
+            bf16=True,
+            params_dtype=torch.bfloat16,
+            clip_grad=args.clip_grad,
+            use_distributed_optimizer=False,
+        ),
+        [model],
+    )
+    capture = None
+    if args.boundaries:
+        from triage_agent.correspond.capture import attach_megatron
+
+        capture = attach_megatron(args.boundaries, model, optimizer, outputs=("output_layer",))
+    with MetricLog(args.out, rank=0) as log:
+        for step in range(args.steps):
+            model.zero_grad_buffer()
+            optimizer.zero_grad()
+            loss = gpt.loss_of(model, gpt.batch(step))
+            loss.backward()
+            model.finish_grad_sync()
+            optimizer.step()
+            log.log(step, loss=loss.detach())
+    if capture is not None:
+        capture.close()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Correspondence and the boundary comparator on real DeepSpeed state (CPU, gloo, one rank).
+
+Each job trains the same small bf16 model with DeepSpeed ZeRO 1 or 2 and dumps its
+boundaries through the fragment maps (triage_agent.correspond.capture); the mapping pairs
+the parameters by init bytes, and the comparator says which boundary differs first and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from triage_agent.correspond.boundaries import build_table
+from triage_agent.correspond.mapping import build_mapping
+from triage_agent.correspond.table import markdown, verdict_line
+from triage_agent.errors import InputError
+
+pytest.importorskip("deepspeed")
+
+JOB = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch, deepspeed
+    from triage_agent.correspond.capture import attach_deepspeed
+
+    out, stage, decay, wrap = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+    torch.manual_seed(5)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(32, 16)
+            self.norm = torch.nn.LayerNorm(16)
+            self.fc = torch.nn.Linear(16, 32)
+            self.fc2 = torch.nn.Linear(16, 16)  # starts from other bytes than fc: a unique pair
+        def forward(self, x):
+            h = self.norm(self.emb(x))
+            return self.fc(h + self.fc2(h))
+
+    class Wrapper(torch.nn.Module):  # another framework's extra level of module nesting
+        def __init__(self, inner):
+            super().__init__()
+            self.module = inner
+        def forward(self, x):
+            return self.module(x)
+
+    net = Net()
+    model = Wrapper(net) if wrap == "wrap" else net
+    named = list(model.named_parameters())
+    if decay == "matrices":
+        params = [{"params": [p for n, p in named if p.ndim > 1]},
+                  {"params": [p for n, p in named if p.ndim == 1], "weight_decay": 0.0}]
+    else:
+        params = [p for n, p in named]
+    cfg = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
+           "zero_optimization": {"stage": stage}, "gradient_clipping": 0.0,
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "weight_decay": 0.1,
+                                                     "torch_adam": True}},
+           "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=cfg)
+    cap = attach_deepspeed(out, engine, outputs=("fc",))
+    for step in range(3):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randint(0, 32, (4, 8), generator=g)
+        logits = engine(x)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 32), x.reshape(-1))
+        engine.backward(loss)
+        engine.step()
+    cap.close()
+    """
+)
+
+
+def _job(tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plain") -> Path:
+    script = tmp / "job.py"
+    script.write_text(JOB)
+    out = tmp / name
+    env = dict(
+        os.environ,
+        DS_ACCELERATOR="cpu",
+        MASTER_ADDR="127.0.0.1",
+        RANK="0",
+        LOCAL_RANK="0",
+        WORLD_SIZE="1",
+        MASTER_PORT=str(29600 + stage * 10 + len(name)),
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), str(out), str(stage), decay, wrap],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("ds")
+    return {
+        "z1": _job(tmp, "z1", 1),
+        "z2": _job(tmp, "z2", 2, wrap="wrap"),
+        "z2m": _job(tmp, "z2m", 2, decay="matrices"),
+    }
+
+
+def test_fragment_maps_resolve_every_parameter_of_the_flat_partition(captures):
+    side = json.loads((captures["z1"] / "side.json").read_text())
+    names = {s["name"] for s in side["sites"]}
+    assert names == {
+        "emb.weight",
+        "norm.weight",
+        "norm.bias",
+        "fc.weight",
+        "fc.bias",
+        "fc2.weight",
+        "fc2.bias",
+    }
+    # one flat fp32 partition: the slices tile it without overlap
+    spans = sorted(
+        tuple(int(x) for x in s["master"].split("[")[2].split("]")[0].split(":"))
+        for s in side["sites"]
+    )
+    assert spans[0][0] == 0 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert side["optimizer"] == "torch.optim.adamw.AdamW" and side["steps"] == 3
+    assert side["wrapper"] == "DeepSpeedZeroOptimizer"
+
+
+def test_mapping_pairs_by_init_bytes_through_a_wrapper_and_ties_by_name(captures):
+    m = build_mapping(captures["z1"], captures["z2"])
+    by_a = {p.a: p for p in m.pairs}
+    assert len(m.pairs) == 7 and not m.unmapped, m.unmapped
+    assert by_a["fc.weight"].b == "module.fc.weight"
+    # norm.weight starts at ones like no other tensor of its shape... but norm.bias starts
+    # at zeros: each is settled by bytes, names confirm
+    assert any("sha256" in e for e in by_a["norm.bias"].evidence)
+    assert by_a["fc.weight"].b_site.master.startswith("single_partition_of_fp32_groups[0][")
+
+
+def test_zero1_and_zero2_agree_at_every_boundary(captures):
+    t, _ = build_table(captures["z1"], captures["z2"])
+    assert t.steps == 3 and t.first is None, t.first
+    assert [r.verdict for r in t.rows] == ["match"] * 5
+    assert verdict_line(t, "grads") == "deepspeed vs deepspeed boundary grads: match"
+
+
+def test_weight_decay_groups_are_found_at_the_master_weights_and_named(captures):
+    t, _ = build_table(captures["z1"], captures["z2m"])
+    assert t.first is not None
+    assert (t.first.step, t.first.boundary) == (0, "master_weights")
+    rows = {r.boundary: r for r in t.rows}
+    assert rows["outputs"].verdict == "differs" and rows["outputs"].first_step == 1
+    assert rows["grads"].first_step == 1 and rows["moments"].first_step == 1
+    assert t.policy is not None and t.policy.name == "optimizer setting 'weight_decay' per tensor"
+    assert t.policy.explains_all
+    assert sorted(t.policy.tensors) == ["fc.bias", "fc2.bias", "norm.bias", "norm.weight"]
+    assert "differs (optimizer setting 'weight_decay' per tensor)" in markdown(t)
+
+
+def test_a_tensor_with_no_partner_is_listed_not_dropped(captures, tmp_path):
+    import shutil
+
+    import torch
+
+    b = tmp_path / "b"
+    shutil.copytree(captures["z1"], b)
+    init = torch.load(b / "init.pt")
+    init["fc.weight"] = init["fc.weight"] + 1  # no longer the same init bytes
+    torch.save(init, b / "init.pt")
+    m = build_mapping(captures["z1"], b)
+    left = {(u.side, u.name) for u in m.unmapped}
+    assert {("a", "fc.weight"), ("b", "fc.weight")} <= left and len(m.pairs) == 6
+
+
+def test_a_directory_that_is_not_a_capture_is_one_input_error(tmp_path):
+    (tmp_path / "side.json").write_text("{}")
+    with pytest.raises(InputError, match="not a boundary capture"):
+        build_mapping(tmp_path, tmp_path)

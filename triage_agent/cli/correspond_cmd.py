@@ -1,0 +1,104 @@
+"""`triage correspond`: cross-framework correspondence and the compatibility table.
+
+``map A B`` pairs the parameters of two boundary captures by init bytes, shape and
+normalised name; ``compare A B`` compares them per step and boundary; ``case`` runs the
+case's A and B (B with ``-i`` interventions), then compares. Exit 0 every boundary matches,
+1 one differs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import CaseOpt, WorkspaceOpt, console, workspace_for
+
+FormatOpt = Annotated[str, typer.Option("--format", help="table | json | md")]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", help="write table.json, table.md, mapping.json here")
+]
+
+
+def _show(table, mapping, fmt: str, out: Path | None, metrics: str = "") -> None:
+    from ..correspond.table import markdown, rich_table
+    from ..correspond.workflow import write_outputs
+    from ..errors import InputError
+
+    if fmt not in ("table", "json", "md"):
+        raise InputError(f"--format {fmt!r}: one of table, json, md")
+    if fmt == "json":
+        typer.echo(table.model_dump_json(indent=1))
+    elif fmt == "md":
+        typer.echo(markdown(table), nl=False)
+    else:
+        console.print(rich_table(table))
+        if table.policy:
+            console.print(
+                f"first difference: {table.policy.name}: {table.policy.detail}", markup=False
+            )
+        if metrics:
+            console.print(f"metric fingerprints: {metrics}", markup=False)
+    if out is not None:
+        written = write_outputs(table, mapping, out)
+        if fmt == "table":
+            console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False)
+    sys.exit(0 if table.first is None else 1)
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Cross-framework boundary correspondence.", no_args_is_help=True)
+    app.add_typer(group, name="correspond")
+
+    @group.command("map", help="Pair two captures' parameters and write the mapping as JSON.")
+    def map_cmd(
+        a: Annotated[Path, typer.Argument(help="capture directory of A")],
+        b: Annotated[Path, typer.Argument(help="capture directory of B")],
+        out: Annotated[Path | None, typer.Option("--out", help="mapping file")] = None,
+    ) -> None:
+        from ..correspond.mapping import build_mapping
+
+        m = build_mapping(a, b)
+        text = m.model_dump_json(indent=1)
+        if out is None:
+            typer.echo(text)
+        else:
+            out.write_text(text)
+            console.print(f"{len(m.pairs)} pairs, {len(m.unmapped)} unmapped: {out}", markup=False)
+
+    @group.command("compare", help="Compare two captures per step and boundary.")
+    def compare_cmd(
+        a: Annotated[Path, typer.Argument(help="capture directory of A")],
+        b: Annotated[Path, typer.Argument(help="capture directory of B")],
+        fmt: FormatOpt = "table",
+        out: OutOpt = None,
+    ) -> None:
+        from ..correspond.boundaries import build_table
+
+        table, mapping = build_table(a, b)
+        _show(table, mapping, fmt, out)
+
+    @group.command("case", help="Run the case's A and B (B with interventions) and compare.")
+    def case_cmd(
+        changes: Annotated[
+            list[str], typer.Option("--intervene", "-i", help="a change to B, repeatable")
+        ] = [],  # noqa: B006 - typer reads the default, never mutates it
+        subdir: Annotated[
+            str, typer.Option("--boundaries", help="capture directory inside each run's {out}")
+        ] = "boundaries",
+        fmt: FormatOpt = "table",
+        out: OutOpt = None,
+        case: CaseOpt = None,
+        workspace: WorkspaceOpt = None,
+    ) -> None:
+        from ..config import load_case
+        from ..correspond.workflow import run_case
+        from ..errors import InputError
+
+        cfg = load_case(case)
+        if cfg is None:
+            raise InputError("no case: pass --case FILE or run where triage.toml is")
+        r = run_case(cfg, workspace_for(case, workspace), changes, subdir=subdir)
+        _show(r.table, r.mapping, fmt, out, r.metrics)
