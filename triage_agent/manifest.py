@@ -51,6 +51,38 @@ class StateManifest(BaseModel):
     data_cursor: dict[str, Any] | None = None
 
 
+class AttrWrite(BaseModel):
+    """One write to an attribute of a watched object (a data cursor), and who made it.
+
+    ``target`` is the function through which the write entered the object's module, as
+    ``pkg.mod:Qual.name`` (what a ``suppress`` intervention names); ``caller`` is the frame
+    that called it, in the job's code (``file:line``), with its function."""
+
+    obj: str = Field(description="the object's class, pkg.mod:Qual, and #k when several")
+    attr: str
+    value: str = Field(description="the value written, exact for scalars, a type for others")
+    target: str
+    site: str = Field(description="file:line of the assignment")
+    caller: str | None = None
+    caller_function: str | None = None
+
+
+class BoundaryRecord(BaseModel):
+    """The state one process holds at one step boundary (see triage_agent.boundary_capture).
+
+    ``point`` is ``init`` (the first forward of a process that did not resume: after
+    initialisation, before step 0 computes), ``after-K`` (the job reported step K, or a
+    process resumed from K) or ``step-K`` (the first forward of step K: its ``batch.*``
+    tensors are the inputs that step consumed). ``writes`` are the writes to data cursors
+    between ``after-(K-1)`` and ``step-K`` in this process."""
+
+    point: str
+    rank: int = 0
+    pid: int
+    manifest: StateManifest
+    writes: list[AttrWrite] = Field(default_factory=list)
+
+
 class EntryDiff(BaseModel):
     path: str
     section: str

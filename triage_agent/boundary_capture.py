@@ -1,0 +1,374 @@
+"""State at step boundaries, captured inside every process of a run by the injected bootstrap.
+
+When ``TRIAGE_STATE_CAPTURE`` names a :class:`BoundaryConfig`, each process writes a
+:class:`~triage_agent.manifest.BoundaryRecord` (one JSON file) at these points:
+
+- ``init``: the first forward with grad enabled in a process that did not resume, i.e.
+  initialisation is over and step 0 begins;
+- ``after-K``: the job reported step ``K`` (``MetricLog.log(K)`` returned), or a process
+  resumed from ``K`` (``MetricLog(..., resumed_from=K)``): the state step ``K+1`` starts from;
+- ``step-K+1``: the first forward with grad enabled after ``after-K``, once the job has done
+  what it does between steps (an epoch hook, a loader's next batch). Its ``batch.*`` tensors
+  are the inputs step ``K+1`` consumed.
+
+Each record holds parameters, optimizer state (for a DeepSpeed engine its wrapper's: master
+weights, moments, step counters), schedulers, every RNG stream and the data cursors: objects
+of the job's own classes with ``state_dict``/``load_state_dict`` whose state is plain values,
+a DataLoader iterator's count of batches yielded, a sampler's epoch. From ``after-K`` to
+``step-K+1`` every write to an attribute of those cursors is recorded with the function it
+came through and the job's frame that called it: what moved a cursor between two steps.
+
+Only reads: nothing here draws a random number or changes a value the job computes with.
+With ``stop`` the process exits (status 0) once ``step-K+1`` is written: the steps after it
+add nothing to what the record says.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+STATE_ENV = "TRIAGE_STATE_CAPTURE"
+_PLAIN = (str, int, float, bool, type(None))
+
+
+class BoundaryConfig(BaseModel):
+    out_dir: str
+    after_step: int | None = Field(
+        default=None, description="K: capture after step K and at step K+1's first forward"
+    )
+    init: bool = Field(default=True, description="capture at the first step's first forward")
+    stop: bool = Field(default=True, description="exit once step K+1's record is written")
+
+
+def _plain(v: Any, depth: int = 0) -> bool:
+    if depth > 4:
+        return False
+    if isinstance(v, _PLAIN):
+        return True
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _plain(x, depth + 1) for k, x in v.items())
+    if isinstance(v, list | tuple):
+        return len(v) <= 64 and all(_plain(x, depth + 1) for x in v)
+    return False
+
+
+def _qual(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _own_class(cls: type) -> bool:
+    """A class of the job (or a library it brings), not of torch or DeepSpeed themselves."""
+    mod = cls.__dict__.get("__module__")
+    return isinstance(mod, str) and mod.split(".")[0] not in _FRAMEWORKS
+
+
+_FRAMEWORKS = ("torch", "deepspeed", "triage_agent", "builtins")
+
+
+def _objects(*classes: type) -> list[Any]:
+    """The live objects of these classes. By ``type()``: ``isinstance`` would call
+    ``__class__`` on proxies and lazy modules, which may warn or import."""
+    return [o for o in gc.get_objects() if issubclass(type(o), classes)]
+
+
+def _cursors() -> dict[str, Any]:
+    """Every data cursor of the process, by a name both runs give it alike."""
+    import torch
+
+    found: dict[str, list[Any]] = {}
+    loader_iter = torch.utils.data.dataloader._BaseDataLoaderIter
+    for o in gc.get_objects():
+        cls = type(o)
+        if issubclass(cls, loader_iter):
+            found.setdefault("torch.utils.data:DataLoader", []).append(o)
+        elif (
+            _own_class(cls)
+            and callable(getattr(cls, "state_dict", None))
+            and callable(getattr(cls, "load_state_dict", None))
+            and not issubclass(cls, torch.nn.Module | torch.optim.Optimizer | type)
+        ):
+            found.setdefault(_qual(cls), []).append(o)
+    out: dict[str, Any] = {}
+    for name, objs in sorted(found.items()):
+        for k, o in enumerate(objs):
+            key = name if len(objs) == 1 else f"{name}#{k}"
+            out[key] = o
+    return out
+
+
+def cursor_state(o: Any) -> Any:
+    """A cursor's position as plain values, or None when it has none that is plain."""
+    import torch
+
+    if isinstance(o, torch.utils.data.dataloader._BaseDataLoaderIter):
+        state: dict[str, Any] = {"batches_yielded": o._num_yielded}
+        sampler = getattr(o, "_index_sampler", None)
+        sampler = getattr(sampler, "sampler", sampler)
+        if isinstance(getattr(sampler, "epoch", None), int):
+            state["sampler_epoch"] = sampler.epoch
+        return state
+    try:
+        state = o.state_dict()
+    except Exception:  # noqa: BLE001 - a job's own state_dict; a failure means no cursor
+        return None
+    return state if _plain(state) else None
+
+
+def _roots() -> list[Any]:
+    import torch
+
+    mods = _objects(torch.nn.Module)
+    inner = {id(c) for m in mods for c in m.children()}
+    return [m for m in mods if id(m) not in inner]
+
+
+def state_now(batch: tuple | None = None, label: str = "") -> Any:
+    """The manifest of this process's training state now (see the module docstring)."""
+    import torch
+
+    from .manifest import build_manifest, tensor_entry
+
+    roots = sorted(_roots(), key=lambda m: -sum(p.numel() for p in m.parameters()))
+    engine = next(
+        (m for m in roots if type(m).__name__ in ("DeepSpeedEngine", "PipelineEngine")), None
+    )
+    if engine is not None:
+        m = build_manifest(engine, label=label)
+    else:
+        state: dict[str, Any] = {}
+        if roots:
+            state["model"] = roots[0].state_dict()
+        opts = _objects(torch.optim.Optimizer)
+        for k, o in enumerate(opts):
+            state["optimizer" if len(opts) == 1 else f"optimizer{k}"] = o.state_dict()
+        scheds = _objects(torch.optim.lr_scheduler.LRScheduler)
+        for k, o in enumerate(scheds):
+            state["scheduler" if len(scheds) == 1 else f"scheduler{k}"] = o.state_dict()
+        m = build_manifest(state, label=label)
+    cursors = {k: s for k, o in _cursors().items() if (s := cursor_state(o)) is not None}
+    m.data_cursor = cursors or None
+    for i, t in enumerate(batch or ()):
+        if isinstance(t, torch.Tensor):
+            m.tensors[f"batch.args[{i}]"] = tensor_entry(t)
+    return m
+
+
+class _Watch:
+    """Records writes to the attributes of chosen objects, through their class's __setattr__."""
+
+    def __init__(self) -> None:
+        self.objs: dict[int, str] = {}
+        self.writes: list[Any] = []
+        self.undo: list[tuple[type, Any]] = []
+        self.on = False
+
+    def start(self, cursors: dict[str, Any]) -> None:
+        import torch
+
+        for name, o in cursors.items():
+            if isinstance(o, torch.utils.data.dataloader._BaseDataLoaderIter):
+                continue  # torch's own iterator: its count says enough
+            self.objs[id(o)] = name
+            cls = type(o)
+            if any(c is cls for c, _ in self.undo):
+                continue
+            had = cls.__dict__.get("__setattr__")
+            self.undo.append((cls, had))
+            cls.__setattr__ = self._recorder(cls.__setattr__)
+        self.on = True
+
+    def stop(self) -> None:
+        self.on = False
+        for cls, had in reversed(self.undo):
+            if had is None:
+                del cls.__setattr__
+            else:
+                cls.__setattr__ = had
+        self.undo.clear()
+
+    def _recorder(self, orig):
+        watch = self
+
+        def __setattr__(obj, attr, value):
+            orig(obj, attr, value)
+            name = watch.objs.get(id(obj))
+            if watch.on and name is not None:
+                watch.record(name, attr, value, sys._getframe(1))
+
+        return __setattr__
+
+    def record(self, name: str, attr: str, value: Any, frame: Any) -> None:
+        from .manifest import AttrWrite
+
+        mod = frame.f_globals.get("__name__")
+        entry, up = frame, frame.f_back
+        while up is not None and up.f_globals.get("__name__") == mod:
+            entry, up = up, up.f_back
+        shown = repr(value)[:200] if isinstance(value, _PLAIN) else type(value).__name__
+        self.writes.append(
+            AttrWrite(
+                obj=name,
+                attr=attr,
+                value=shown,
+                target=f"{mod}:{entry.f_code.co_qualname}",
+                site=f"{frame.f_code.co_filename}:{frame.f_lineno}",
+                caller=f"{up.f_code.co_filename}:{up.f_lineno}" if up else None,
+                caller_function=up.f_code.co_qualname if up else None,
+            )
+        )
+
+
+class _Capture:
+    def __init__(self, cfg: BoundaryConfig) -> None:
+        self.cfg = cfg
+        self.resumed = False
+        self.first_forward = False
+        self.after: bool = False  # after-K written in this process, step K+1 not yet
+        self.done = False
+        self.watch = _Watch()
+        self.hook: Any = None
+
+    def install(self) -> None:
+        import torch
+
+        from .policies import on_import
+
+        self.hook = torch.nn.modules.module.register_module_forward_pre_hook(self.on_forward)
+        if "triage_agent.metrics" in sys.modules:
+            self.patch_metrics(sys.modules["triage_agent.metrics"])
+        else:
+            on_import({"triage_agent.metrics": [self.patch_metrics]})
+
+    def write(self, point: str, batch: tuple | None = None, writes: list | None = None) -> None:
+        try:
+            self._write(point, batch, writes)
+        except Exception as exc:  # noqa: BLE001 - the capture must never change the job's course
+            sys.stderr.write(f"triage state capture: {point} not recorded: {exc!r}"[:300] + "\n")
+
+    def _write(self, point: str, batch: tuple | None, writes: list | None) -> None:
+        from .manifest import BoundaryRecord
+
+        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0)
+        rec = BoundaryRecord(
+            point=point,
+            rank=rank,
+            pid=os.getpid(),
+            manifest=state_now(batch, label=point),
+            writes=writes or [],
+        )
+        out = Path(self.cfg.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"state-{point}-rank{rank}-pid{os.getpid()}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(rec.model_dump_json())
+        os.replace(tmp, path)
+
+    def reached_after(self) -> None:
+        if self.done or self.after:
+            return
+        self.write(f"after-{self.cfg.after_step}")
+        self.after = True
+        try:
+            self.watch.start(_cursors())
+        except Exception as exc:  # noqa: BLE001 - as in write
+            sys.stderr.write(f"triage state capture: cursors not watched: {exc!r}"[:300] + "\n")
+
+    def on_forward(self, module, args):
+        import torch
+
+        if self.done or not torch.is_grad_enabled():
+            return None
+        if not self.first_forward:
+            self.first_forward = True
+            if self.cfg.init and not self.resumed:
+                self.write("init", args)
+                if self.cfg.after_step is None:
+                    self.finish()
+                    return None
+        if self.after:
+            self.watch.stop()
+            self.write(f"step-{self.cfg.after_step + 1}", args, self.watch.writes)
+            self.finish()
+        return None
+
+    def finish(self) -> None:
+        self.done = True
+        self.watch.stop()
+        if self.hook is not None:
+            self.hook.remove()
+        if self.cfg.stop:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+    def patch_metrics(self, module: Any) -> None:
+        cls = getattr(module, "MetricLog", None)
+        if cls is None or getattr(cls.log, "_triage_state", False):
+            return
+        cap, k = self, self.cfg.after_step
+        orig_init, orig_log = cls.__init__, cls.log
+        sig = inspect.signature(orig_init)
+
+        @functools.wraps(orig_init)
+        def __init__(log, *args, **kwargs):
+            orig_init(log, *args, **kwargs)
+            resumed = sig.bind(log, *args, **kwargs).arguments.get("resumed_from")
+            if resumed is not None:
+                cap.resumed = True
+                if k is not None and int(resumed) == k:
+                    cap.reached_after()
+
+        @functools.wraps(orig_log)
+        def log(metric_log, step, *args, **kwargs):
+            result = orig_log(metric_log, step, *args, **kwargs)
+            if k is not None and isinstance(step, int) and step == k:
+                cap.reached_after()
+            return result
+
+        log._triage_state = True  # type: ignore[attr-defined]
+        cls.__init__, cls.log = __init__, log
+
+
+INJECT_DIR = Path(__file__).resolve().parent / "boundary_inject"
+
+
+def launch_env(cfg_path: Path, pythonpath: str | None) -> dict[str, str]:
+    """The variables that make a run's processes capture the state ``cfg_path`` asks for.
+
+    The bootstrap that every relaunch injects runs the ``sitecustomize`` standing next on
+    the path, which is ours: it installs the capture and then runs the job's own, if any."""
+    pp = str(INJECT_DIR) + (os.pathsep + pythonpath if pythonpath else "")
+    return {STATE_ENV: str(cfg_path), "PYTHONPATH": pp}
+
+
+def install() -> None:
+    """Called at start-up in every process when ``TRIAGE_STATE_CAPTURE`` is set."""
+    path = os.environ.get(STATE_ENV)
+    if not path:
+        return
+    try:
+        cfg = BoundaryConfig.model_validate_json(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"triage state capture: cannot read {path}: {str(exc).splitlines()[0]}\n")
+        os._exit(2)
+    _Capture(cfg).install()
+
+
+def chain_next() -> None:
+    """Run the ``sitecustomize`` ours shadows, as Python would have."""
+    import importlib.machinery
+    import importlib.util
+
+    skip = {str(INJECT_DIR), str(Path(__file__).resolve().parent / "fingerprint" / "inject")}
+    others = [p for p in sys.path if p and os.path.abspath(p) not in skip]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))

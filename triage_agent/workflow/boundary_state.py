@@ -1,0 +1,373 @@
+"""State at step boundaries: both runs' state after initialisation and around the last equal
+step, diffed entry by entry, and what moved a data cursor between two steps tested.
+
+One short relaunch of each run (in parallel) with :mod:`triage_agent.boundary_capture`
+injected; each process stops at the first forward of the first differing step, so nothing
+after it runs. With ``K`` the last step whose metric bits match, the records compared are:
+
+- ``init`` of A against ``init`` of B: parameters, master weights, moments, step counters,
+  schedulers, RNG streams and data cursors once initialisation is over;
+- ``after-K``: the state step ``K+1`` starts from, in the process that goes on to run it;
+- ``step-K+1``: the same at that step's first forward, with the batch it consumed;
+- within one run, ``after-K`` as written by the process that reached step ``K`` and as
+  rebuilt by a process that resumed from it: a save and load round trip.
+
+Every differing entry is said in one ``manifest`` evidence. Two kinds become hypotheses with
+the intervention that tests them: a function only one run calls between ``after-K`` and
+``step-K+1`` that writes a data cursor, when the cursor or the batch differs at ``K+1``
+(suppress it in that run); RNG streams that a resume did not bring back (restore-rng on the
+resumed run). A hypothesis names the job's own frame that called into the data pipeline, so
+a verdict can point at the line of the training loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..boundary_capture import BoundaryConfig, launch_env
+from ..ledger import Ledger
+from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
+from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
+from ..runs import LaunchChanges, RunOutcome, materialize
+from .arms import Arm
+from .characterize import MismatchReport
+from .classify import CLASSIFICATION
+from .markers import done_for
+from .structural import _arm
+
+MAX_SAID = 12
+
+
+class PointDiff(BaseModel):
+    """One pair of records compared: which point, which rank, what differs."""
+
+    point: str
+    rank: int
+    between: str = Field(description="'A vs B', or 'B saved vs B resumed'")
+    diff: ManifestDiff
+
+    def sentences(self) -> list[str]:
+        out = []
+        for d in self.diff.differences:
+            what = {
+                "data": "data cursor",
+                "rng": "RNG stream",
+                "scalar": "value",
+                "tensor": "tensor",
+            }[d.section]
+            if d.path.startswith("batch."):
+                what = "batch consumed, input"
+            left, right = self.between.split(" vs ")
+            out.append(
+                f"{self.point} rank {self.rank}: {what} {d.path} differs ({d.reason}): "
+                f"{left} {_short(d.a)}, {right} {_short(d.b)}"
+            )
+        for side, paths in (
+            (self.between.split(" vs ")[0], self.diff.only_in_a),
+            (self.between.split(" vs ")[1], self.diff.only_in_b),
+        ):
+            if paths:
+                out.append(
+                    f"{self.point} rank {self.rank}: only {side} holds {len(paths)} entr"
+                    f"{'y' if len(paths) == 1 else 'ies'} ({', '.join(paths[:3])})"
+                )
+        return out
+
+    def differs(self, section: str, prefix: str = "") -> list[str]:
+        return [
+            d.path
+            for d in self.diff.differences
+            if d.section == section and d.path.startswith(prefix)
+        ]
+
+
+class BoundaryState(BaseModel):
+    """What the state capture found; kept in the stage marker for a resume."""
+
+    after_step: int | None
+    diffs: list[PointDiff] = Field(default_factory=list)
+    arms: list[Arm] = Field(default_factory=list)
+    said: list[str] = Field(default_factory=list)
+    evidence: str | None = None
+
+
+def _short(v: str | None) -> str:
+    return "-" if v is None else (v if len(v) <= 80 else v[:77] + "...")
+
+
+def _records(d: Path) -> list[BoundaryRecord]:
+    out = []
+    for p in sorted(d.glob("state-*.json")):
+        try:
+            out.append(BoundaryRecord.model_validate_json(p.read_text()))
+        except (OSError, ValueError):
+            continue  # a process killed while writing: its record is not evidence
+    return out
+
+
+def _capture(
+    case: Case, ledger: Ledger, k: int | None, step: int, timeout_s: float, on_status
+) -> dict[str, tuple[RunOutcome, list[BoundaryRecord]]]:
+    ws = Path(ledger.workspace)
+    base = ws / "state" / f"step{step}"
+
+    def one(run) -> tuple[RunOutcome, list[BoundaryRecord]]:
+        d = (base / run.name).resolve()
+        rec = d / "records"
+        if rec.exists():
+            for p in rec.glob("state-*"):
+                p.unlink()  # a record of an earlier attempt must not pair with this one
+        d.mkdir(parents=True, exist_ok=True)
+        cfg = d / "config.json"
+        cfg.write_text(BoundaryConfig(out_dir=str(rec), after_step=k).model_dump_json())
+        pp = run.env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
+        changes = LaunchChanges(env=launch_env(cfg, pp))
+        out = materialize(
+            run, ws, "state", timeout_s=timeout_s, reuse=False, progress=on_status, changes=changes
+        )
+        return out, _records(rec)
+
+    with ThreadPoolExecutor(2) as pool:
+        fa, fb = pool.submit(one, case.run_a), pool.submit(one, case.run_b)
+        return {"a": fa.result(), "b": fb.result()}
+
+
+def _pick(recs: list[BoundaryRecord], point: str, rank: int, pid: int | None = None):
+    found = [r for r in recs if r.point == point and r.rank == rank]
+    if pid is not None:
+        found = [r for r in found if r.pid == pid] or found
+    return found[-1] if found else None
+
+
+def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[PointDiff]:
+    """Every pair of records the module docstring lists, diffed."""
+    diffs: list[PointDiff] = []
+    ranks = sorted({r.rank for r in recs["a"]} & {r.rank for r in recs["b"]})
+    nxt = f"step-{k + 1}" if k is not None else None
+    for rank in ranks:
+        step_a = _pick(recs["a"], nxt, rank) if nxt else None
+        step_b = _pick(recs["b"], nxt, rank) if nxt else None
+        pairs = [("init", _pick(recs["a"], "init", rank), _pick(recs["b"], "init", rank))]
+        if k is not None:
+            pairs.append(
+                (
+                    f"after-{k}",
+                    _pick(recs["a"], f"after-{k}", rank, step_a.pid if step_a else None),
+                    _pick(recs["b"], f"after-{k}", rank, step_b.pid if step_b else None),
+                )
+            )
+            pairs.append((nxt, step_a, step_b))
+        for point, ra, rb in pairs:
+            if ra is not None and rb is not None:
+                d = diff_manifests(ra.manifest, rb.manifest)
+                diffs.append(PointDiff(point=point, rank=rank, between="A vs B", diff=d))
+        if k is None:
+            continue
+        for run in ("a", "b"):
+            # the state a process reached at step K and the state another rebuilt from it
+            both = [r for r in recs[run] if r.point == f"after-{k}" and r.rank == rank]
+            resumed = _pick(recs[run], nxt, rank)
+            saved = [r for r in both if resumed is None or r.pid != resumed.pid]
+            if resumed is not None and saved and len(both) > 1:
+                after = _pick(both, f"after-{k}", rank, resumed.pid)
+                d = diff_manifests(saved[-1].manifest, after.manifest)
+                who = run.upper()
+                diffs.append(
+                    PointDiff(
+                        point=f"after-{k}",
+                        rank=rank,
+                        between=f"{who} saved vs {who} resumed",
+                        diff=d,
+                    )
+                )
+    return diffs
+
+
+def _writes_key(w: AttrWrite, cwd: str | None) -> tuple[str, str]:
+    caller = w.caller or ""
+    if cwd and caller.startswith(cwd.rstrip("/") + "/"):
+        caller = caller[len(cwd.rstrip("/")) + 1 :]
+    return (w.target, caller)
+
+
+def writer_arms(
+    case: Case,
+    recs: dict[str, list[BoundaryRecord]],
+    k: int,
+    diffs: list[PointDiff],
+    outs: dict[str, RunOutcome],
+) -> tuple[list[Arm], list[str]]:
+    """Functions only one run calls between after-K and step-K+1 that write a data cursor."""
+    nxt = f"step-{k + 1}"
+    moved = [
+        d
+        for d in diffs
+        if d.point == nxt
+        and d.between == "A vs B"
+        and (d.differs("data") or d.differs("tensor", "batch."))
+    ]
+    arms: list[Arm] = []
+    said: list[str] = []
+    seen: set[str] = set()
+    for d in moved:
+        ra, rb = _pick(recs["a"], nxt, d.rank), _pick(recs["b"], nxt, d.rank)
+        cursor = {
+            "a": (ra.manifest.data_cursor or {}) if ra else {},
+            "b": (rb.manifest.data_cursor or {}) if rb else {},
+        }
+        keys = {
+            run: {_writes_key(w, outs[run].cwd) for w in rec.writes}
+            for run, rec in (("a", ra), ("b", rb))
+            if rec is not None
+        }
+        if len(keys) < 2:
+            continue
+        for run, rec, other in (("b", rb, "a"), ("a", ra, "b")):
+            for w in rec.writes:
+                key = _writes_key(w, outs[run].cwd)
+                if key in keys[other] or w.target in seen:
+                    continue
+                seen.add(w.target)
+                attrs = sorted({x.attr for x in rec.writes if x.target == w.target})
+                values = ", ".join(
+                    f"{x.attr}={x.value}" for x in rec.writes if x.target == w.target
+                )[:200]
+                where = f"{w.caller} ({w.caller_function})" if w.caller else w.site
+                obj = w.obj.split(":", 1)[-1]
+                said_call = (
+                    f"only run {run.upper()} calls {w.target} (from {where}) between step {k} "
+                    f"and step {k + 1}, which writes {obj}.{'/'.join(attrs)} ({values}); at step "
+                    f"{k + 1} run A's data cursor is {cursor['a'].get(w.obj)}, run B's "
+                    f"{cursor['b'].get(w.obj)}"
+                )
+                if w.target.startswith("__main__:") or "<locals>" in w.target:
+                    said.append(
+                        f"{said_call}: a function of the script itself, no patch reaches it"
+                    )
+                    continue
+                arms.append(
+                    _arm(
+                        run,
+                        f"suppress {w.target}",
+                        where,
+                        f"{said_call}: this call moves the data cursor",
+                        f"the state manifests of both runs at step {k + 1} differ in the data "
+                        f"consumed; suppressing in run {run.upper()} alone the one cursor writer "
+                        "the other run does not call tests it",
+                    )
+                )
+    return arms, said
+
+
+def rng_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """RNG streams a resume did not bring back: restore-rng on the resumed run."""
+    out: list[Arm] = []
+    for d in diffs:
+        if " saved vs " not in d.between or not d.differs("rng"):
+            continue
+        run = d.between[0].lower()
+        streams = ", ".join(d.differs("rng"))
+        hid = "H-" + hashlib.sha256(f"resume-rng|{run}|{streams}".encode()).hexdigest()[:10]
+        out.append(
+            Arm(
+                run=run,
+                intervention="restore-rng",
+                kind="rng-state",
+                location=f"state:rng ({streams} not restored on resume)",
+                hypothesis=Hypothesis(
+                    id=hid,
+                    statement=f"run {run.upper()}'s RNG streams {streams} after step "
+                    f"{d.point.removeprefix('after-')} differ between the process that saved "
+                    "them and the one that resumed from them: the resume does not restore them",
+                    category="rng-state",
+                    rationale="state manifests at the resume boundary",
+                    classification=CLASSIFICATION.get("rng-state", Classification.unknown),
+                ),
+            )
+        )
+        break
+    return out
+
+
+def boundary_arms(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    *,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> list[Arm]:
+    """Capture, diff and record both runs' state at the boundaries; the arms it proposes."""
+    assert rep.step is not None
+    mark = done_for(ledger.state(), "state", rep.step)
+    if mark is not None and mark.get("result"):
+        return BoundaryState.model_validate(mark["result"]).arms
+    if time.monotonic() >= deadline:
+        return []
+    first = rep.diff.common_steps[0] if rep.diff.common_steps else 0
+    k = rep.step - 1 if rep.step > first else None
+    on_status(
+        "state manifests of both runs after initialisation"
+        + (f" and around step {k}" if k is not None else "")
+    )
+    got = _capture(case, ledger, k, rep.step, timeout_s, on_status)
+    outs = {run: o for run, (o, _) in got.items()}
+    recs = {run: r for run, (_, r) in got.items()}
+    result = BoundaryState(after_step=k)
+    if not recs["a"] or not recs["b"]:
+        failed = [o.error for o in outs.values() if o.error]
+        ledger.note(
+            "no state manifests to compare: "
+            + ("; ".join(failed) if failed else "a run wrote none (no forward with grad enabled)"),
+            level="warning",
+        )
+        ledger.stage("state", "done", step=rep.step, result=result.model_dump(mode="json"))
+        return []
+    result.diffs = compare_records(recs, k)
+    if k is not None:
+        result.arms, result.said = writer_arms(case, recs, k, result.diffs, outs)
+    result.arms += rng_arms(result.diffs)
+    for a in result.arms:
+        if a.hypothesis.id not in ledger.state().hypotheses:
+            ledger.put_hypothesis(a.hypothesis)
+    lines = [s for d in result.diffs for s in d.sentences()]
+    compared = ", ".join(f"{d.point} ({d.between}, rank {d.rank})" for d in result.diffs)
+    summary = (
+        f"state manifests compared at {compared or 'no common point'}: "
+        + ("; ".join(lines[:MAX_SAID]) if lines else "every entry equal")
+        + (
+            f"; {len(lines) - MAX_SAID} more differences in the data"
+            if len(lines) > MAX_SAID
+            else ""
+        )
+    )
+    ev = ledger.add_evidence(
+        Evidence(
+            kind=EvidenceKind.manifest,
+            result=EvidenceResult.observed,
+            summary=summary,
+            hypotheses=[a.hypothesis.id for a in result.arms],
+            data={
+                "after_step": k,
+                "differences": lines,
+                "diffs": [d.model_dump(mode="json") for d in result.diffs],
+                "writes": {
+                    run: [w.model_dump() for r in rs for w in r.writes] for run, rs in recs.items()
+                },
+                "records": {run: o.out_dir for run, o in outs.items()},
+            },
+        )
+    )
+    result.evidence = ev.id
+    for line in result.said[:5]:
+        ledger.note(f"state writer not testable: {line}")
+    ledger.stage("state", "done", step=rep.step, result=result.model_dump(mode="json"))
+    return result.arms
