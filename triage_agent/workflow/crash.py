@@ -9,19 +9,32 @@ noticed, which may be far downstream of the code that broke it (a state fragment
 too early is found missing only when it is read). So the verdict is ``unknown``, the
 failure site named as the first divergence observed, until an intervention that makes the
 failing run complete and match proves a cause.
+
+When the runs differ by declared settings, each is tried on the failing run with the other
+run's value (:func:`crash_cause`). One that makes it complete and match at every step
+proves the setting carries the crash; a crash is never a valid policy, so the difference is
+a defect reached through that setting. Its place is named only where the traceback itself
+shows where the failing value was made: the failing line is an operation (not a ``raise``
+or ``assert`` that checks state made elsewhere) whose every input is a value its own
+function built. Otherwise the frame is a detector and the verdict stays ``unknown``: it
+names the proven setting and the frame where the failure was noticed.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sysconfig
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..ledger import Ledger
-from ..records import Classification, EvidenceKind, EvidenceResult, Verdict
+from ..records import Case, Classification, EvidenceKind, EvidenceResult, Verdict
 from ..runs import RunOutcome
+from .arms import Arm, first_supported, prior_rerun
 from .fixcheck import relaunch_evidence
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[\w<>.]+)')
@@ -34,6 +47,9 @@ class Failure(BaseModel):
     file: str | None = None
     line: int | None = None
     function: str | None = None
+    frames: list[str] = Field(
+        default_factory=list, description="the traceback's frames, outermost first, file:line"
+    )
 
     def site(self) -> str | None:
         return f"{self.file}:{self.line} ({self.function})" if self.file else None
@@ -63,7 +79,14 @@ def failure_of(out: RunOutcome) -> Failure:
             if frames and e and "Traceback" not in ln:
                 mine = [f for f in frames if not _plumbing(f[0])] or frames
                 file, line, fn = mine[-1]
-                return Failure(run=out.run, error=e["exc"][:200], file=file, line=line, function=fn)
+                return Failure(
+                    run=out.run,
+                    error=e["exc"][:200],
+                    file=file,
+                    line=line,
+                    function=fn,
+                    frames=[f"{f}:{n}" for f, n, _ in frames][-40:],
+                )
     return Failure(run=out.run, error=out.error or f"exit codes {out.exit_codes}")
 
 
@@ -107,3 +130,129 @@ def failed_baseline(outs: tuple[RunOutcome, RunOutcome]) -> tuple[RunOutcome, Ru
     if a.ok == b.ok:
         return None
     return (b, a) if a.ok else (a, b)
+
+
+@cache
+def _tree(path: str) -> ast.Module | None:
+    try:
+        return ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _enclosing(tree: ast.Module, line: int) -> tuple[ast.AST | None, ast.stmt | None]:
+    """The innermost function around ``line`` and the innermost statement starting there."""
+    func: ast.AST | None = None
+    stmt: ast.stmt | None = None
+    for node in ast.walk(tree):
+        end = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
+        if not hasattr(node, "lineno") or not node.lineno <= line <= end:
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if func is None or node.lineno >= func.lineno:  # type: ignore[attr-defined]
+                func = node
+        elif isinstance(node, ast.stmt) and node.lineno == line:
+            stmt = node  # ast.walk is breadth first: the last one is the innermost
+    return func, stmt
+
+
+def made_here(f: Failure) -> str | None:
+    """Why the failing line is where the failing value was made, or None when it is not
+    shown: the line must be an operation (not a raise or an assert, which check state made
+    elsewhere) whose inputs are all names its own function binds by assignment."""
+    if not f.file or not f.line:
+        return None
+    tree = _tree(f.file)
+    func, stmt = _enclosing(tree, f.line) if tree else (None, None)
+    if func is None or stmt is None or isinstance(stmt, ast.Raise | ast.Assert):
+        return None
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and n.lineno == f.line]
+    if not calls:
+        return None
+    inputs: set[str] = set()
+    for c in calls:
+        for arg in [*c.args, *(k.value for k in c.keywords)]:
+            for n in ast.walk(arg):
+                if isinstance(n, ast.Attribute):
+                    return None  # state read from an object: made wherever it was written
+                if isinstance(n, ast.Name):
+                    inputs.add(n.id)
+    bound = {
+        t.id
+        for n in ast.walk(func)
+        for t in ast.walk(n)
+        if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.For | ast.comprehension)
+        and isinstance(t, ast.Name)
+        and isinstance(t.ctx, ast.Store)
+    }
+    if not inputs or not inputs <= bound:
+        return None
+    return (
+        f"the failing operation at {f.file}:{f.line} takes only values its function "
+        f"{f.function} builds itself ({', '.join(sorted(inputs))})"
+    )
+
+
+def crash_cause(
+    case: Case,
+    ledger: Ledger,
+    failed: RunOutcome,
+    other: RunOutcome,
+    declared: list[Arm],
+    *,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> Verdict | None:
+    """Try each declared difference on the failing run with the other run's value; the
+    verdict when one makes it complete and match (see the module docstring)."""
+    mine = [a for a in declared if a.run == failed.run]
+    if not mine:
+        return None
+    hyp = first_supported(
+        case,
+        ledger,
+        mine,
+        timeout_s=timeout_s,
+        deadline=deadline,
+        what="declared differences carrying the failure",
+        on_status=on_status,
+    )
+    if hyp is None:
+        return None
+    arm = next(a for a in mine if a.hypothesis.id == hyp.id)
+    proof = prior_rerun(ledger, hyp.id)
+    f = failure_of(failed)
+    who, them = failed.run.upper(), other.run.upper()
+    carried = (
+        f"run {who} fails ({f.error}) at {f.site() or 'an unknown frame'}; with "
+        f"{arm.intervention} it completes and matches run {them} at every step: the setting "
+        "carries the failure, and a failure is no policy"
+    )
+    why = made_here(f)
+    evidence = [e for e in (proof.id if proof else None,) if e]
+    if why is None:
+        v = Verdict(
+            hypothesis=hyp.id,
+            classification=Classification.unknown,
+            statement=f"{carried}. The failing frame checks state made elsewhere (or its "
+            "inputs come from outside it), so it is where the failure is noticed, not shown "
+            "to be its cause",
+            location=f"{arm.location}; failure noticed at {f.site()}" if f.site() else arm.location,
+            evidence=evidence,
+            next_action=f"find where the state read at {f.site()} is written on the path "
+            f"{arm.location} selects; a cause is proven by an intervention on that writer",
+        )
+    else:
+        v = Verdict(
+            hypothesis=hyp.id,
+            classification=Classification.bug,
+            statement=f"{carried}: it is a defect on the path the setting selects, at the "
+            f"failing operation; {why}",
+            location=f"{f.site()}; reached through {arm.location}",
+            evidence=evidence,
+            next_action=f"make {f.function} handle what it is given there (validated: "
+            f"{proof.summary if proof else arm.intervention})",
+        )
+    ledger.set_verdict(v)
+    return v

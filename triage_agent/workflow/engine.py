@@ -31,11 +31,12 @@ from ..records import (
     HypothesisStatus,
     Verdict,
 )
-from ..runs import OUT_TOKEN, materialize_case
+from ..runs import OUT_TOKEN, RunOutcome, materialize_case
 from .arms import Arm, first_supported, prior_rerun
+from .boundary_state import boundary_arms
 from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
-from .crash import failed_baseline, report_failure
+from .crash import crash_cause, failed_baseline, report_failure
 from .declared import declared_differences, hypothesis_for
 from .fixcheck import bisect_source_change, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
@@ -83,9 +84,10 @@ class OneRunFailed(InputError):
     """One baseline failed where the other completed: the outcome to report (recorded as
     the verdict). Other callers of :func:`baselines` see a one-line input error."""
 
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: Verdict, outs: tuple[RunOutcome, RunOutcome]) -> None:
         super().__init__(verdict.statement)
         self.verdict = verdict
+        self.outs = outs  # (failed, completed)
 
 
 def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, Path | None]:
@@ -107,7 +109,7 @@ def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, 
             )
     one = failed_baseline(outs)
     if one is not None:
-        raise OneRunFailed(report_failure(ledger, *one))
+        raise OneRunFailed(report_failure(ledger, *one), one)
     bad = next((o for o in outs if not o.ok), None)
     if bad is not None:
         raise InputError(f"baseline {bad.error or f'run {bad.run!r} failed'}")
@@ -139,8 +141,20 @@ def run_workflow(
     try:
         ma, mb = baselines(case, ledger, status)
     except OneRunFailed as failed:
-        status("verdict", str(failed))
-        return WorkflowResult(mismatch=None, verdict=failed.verdict, seconds=time.monotonic() - t0)
+        bad, good = failed.outs
+        proven = crash_cause(
+            case,
+            ledger,
+            bad,
+            good,
+            _declared_arms(case, ledger, (good, bad) if bad.run == "b" else (bad, good)),
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("intervene", m),
+        )
+        verdict = proven or failed.verdict
+        status("verdict", verdict.statement)
+        return WorkflowResult(mismatch=None, verdict=verdict, seconds=time.monotonic() - t0)
 
     status("confirm", "reading metric fingerprints")
     rep = _confirm(case, ledger, given, ma, mb)
@@ -183,6 +197,18 @@ def run_workflow(
     # Environment differences first: one uninstrumented rerun each, and an environment that
     # explains the bits makes every trace of the code beside the point.
     arms("declared environment differences", [a for a in declared if a.kind == "env"])
+    if relaunch and not _proven(ledger):
+        # One short relaunch of each run: a state entry that differs at a step boundary
+        # (a data cursor moved, RNG not restored) is cheaper to test than any trace.
+        found = boundary_arms(
+            case,
+            ledger,
+            rep,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("state", m),
+        )
+        arms("state at step boundaries", found)
 
     trace: Stage2Result | None = None
     if (
@@ -256,9 +282,11 @@ def run_workflow(
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
 
 
-def _declared_arms(case: Case, ledger: Ledger) -> list[Arm]:
+def _declared_arms(
+    case: Case, ledger: Ledger, outs: tuple[RunOutcome, RunOutcome] | None = None
+) -> list[Arm]:
     """The declared differences, each with the intervention that gives B A's value."""
-    a, b = materialize_case(case, Path(ledger.workspace))  # cached: the baselines
+    a, b = outs or materialize_case(case, Path(ledger.workspace))  # cached: the baselines
     out = []
     for d in declared_differences(case, a.provenance, b.provenance):
         text = d.intervention
