@@ -1,6 +1,8 @@
 """Run A, the reference: the tiny GPT of gpt.py trained by megatron-core itself, with its
-DistributedDataParallel (fp32 gradient buffers) and get_megatron_optimizer (bf16 params,
-fp32 main params, Adam with decoupled weight decay, Megatron's default parameter groups).
+DistributedDataParallel (fp32 gradient buffers), get_megatron_optimizer (bf16 params, fp32
+main params, Adam with decoupled weight decay, Megatron's default parameter groups) and the
+OptimizerParamScheduler that Megatron's training loop steps after every update (constant lr
+and weight decay here).
 
     python train_megatron.py --out DIR [--boundaries DIR]
 
@@ -29,6 +31,7 @@ def main() -> None:
     gpt.init_parallel()
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
     config = gpt.build_config()
     model = DistributedDataParallel(
@@ -53,6 +56,19 @@ def main() -> None:
         ),
         [model],
     )
+    scheduler = OptimizerParamScheduler(
+        optimizer,
+        init_lr=args.lr,
+        max_lr=args.lr,
+        min_lr=args.lr,
+        lr_warmup_steps=0,
+        lr_decay_steps=args.steps,
+        lr_decay_style="constant",
+        start_wd=args.weight_decay,
+        end_wd=args.weight_decay,
+        wd_incr_steps=args.steps,
+        wd_incr_style="constant",
+    )
     capture = None
     if args.boundaries:
         from triage_agent.correspond.capture import attach_megatron
@@ -66,6 +82,7 @@ def main() -> None:
             loss.backward()
             model.finish_grad_sync()
             optimizer.step()
+            scheduler.step(increment=1)
             log.log(step, loss=loss.detach())
     if capture is not None:
         capture.close()
