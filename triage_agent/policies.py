@@ -29,6 +29,7 @@ here: patching happens at import) or defined in the ``__main__`` script is not r
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import json
@@ -247,12 +248,12 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     _report(report, patch, "patched")
 
 
-class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    """Applies the patches of a module right after the module executes, on its first import."""
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Runs callbacks on a module right after it executes, on its first import, before any
+    importer sees its names. One finder serves the function patches and the tracer alike."""
 
-    def __init__(self, pending: dict[str, list[FunctionPatch]], report: str):
+    def __init__(self, pending: dict[str, list[Callable[[Any], None]]]):
         self.pending = pending
-        self.report = report
 
     def find_spec(self, name, path, target=None):  # noqa: ANN001 - the finder protocol
         if name not in self.pending:
@@ -261,45 +262,60 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
         spec = next((s for f in others if (s := f.find_spec(name, path, target)) is not None), None)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        patches, report = self.pending.pop(name), self.report
+        callbacks = self.pending.pop(name)
         if isinstance(spec.loader, type):
             # the builtin and frozen importers are classes shared by every such module
-            spec.loader = _ThenPatch(spec.loader, patches, report)
+            spec.loader = _ThenRun(spec.loader, callbacks)
             return spec
         run_module = spec.loader.exec_module
 
         def exec_module(module):  # noqa: ANN001, ANN202
             run_module(module)
-            for patch in patches:
-                _apply_patch(patch, report)
+            for callback in callbacks:
+                callback(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
-class _ThenPatch(importlib.abc.Loader):
-    def __init__(self, loader: Any, patches: list[FunctionPatch], report: str):
-        self.loader, self.patches, self.report = loader, patches, report
+class _ThenRun(importlib.abc.Loader):
+    def __init__(self, loader: Any, callbacks: list[Callable[[Any], None]]):
+        self.loader, self.callbacks = loader, callbacks
 
     def create_module(self, spec):  # noqa: ANN001, ANN201
         return self.loader.create_module(spec)
 
     def exec_module(self, module):  # noqa: ANN001, ANN201
         self.loader.exec_module(module)
-        for patch in self.patches:
-            _apply_patch(patch, self.report)
+        for callback in self.callbacks:
+            callback(module)
+
+
+def on_import(pending: dict[str, list[Callable[[Any], None]]]) -> importlib.abc.MetaPathFinder:
+    """Run ``pending[name]``'s callbacks on module ``name`` right after its first import.
+
+    Returns the finder, first on ``sys.meta_path``; remove it from there to stop watching.
+    """
+    finder = _PatchOnImport(pending)
+    sys.meta_path.insert(0, finder)
+    return finder
 
 
 def apply_patches(spec: PatchFile) -> None:
     """Patch what is imported now; patch the rest when (if ever) it is imported."""
-    pending: dict[str, list[FunctionPatch]] = {}
+    pending: dict[str, list[Callable[[Any], None]]] = {}
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)
         else:
-            pending.setdefault(patch.module, []).append(patch)
+            apply = functools.partial(_apply_after_import, patch, spec.report)
+            pending.setdefault(patch.module, []).append(apply)
     if pending:
-        sys.meta_path.insert(0, _PatchAfterImport(pending, spec.report))
+        on_import(pending)
+
+
+def _apply_after_import(patch: FunctionPatch, report: str, _module: Any) -> None:
+    _apply_patch(patch, report)
 
 
 def patch_events(report: str | os.PathLike[str]) -> dict[str, dict[str, int]]:

@@ -43,6 +43,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from ..policies import on_import
 from ..records import utcnow
 from ..trace_format import INIT_STEP, TraceHeader
 from . import collectives as coll
@@ -173,6 +174,8 @@ class _OpMode(TorchDispatchMode):
 class Tracer:
     """Per-rank tracer. See the module docstring; settings come only from ``config``."""
 
+    TRACER = "python"  # the trace header's name for this path
+
     def __init__(
         self,
         config: CaptureConfig,
@@ -209,7 +212,7 @@ class Tracer:
         self._digest_modes: dict[str, DigestMode] = {}
         self._scope_ok: dict[str, bool] = {}
         self._patched: list[tuple[Any, str, Any]] = []
-        self._finders: list[_PatchOnImport] = []
+        self._finders: list[Any] = []  # import watchers (policies.on_import), removed on close
         self._engine_seen = False
         self._engine_init = 0  # depth of DeepSpeedEngine.__init__ calls running
         self._in_optimizer = 0
@@ -250,6 +253,7 @@ class Tracer:
             created=utcnow(),
             host=socket.gethostname(),
             argv=list(sys.argv),
+            tracer=self.TRACER,
         )
 
     def install(self) -> Tracer:
@@ -292,9 +296,7 @@ class Tracer:
             if not self._closed:
                 patch(module)
 
-        finder = _PatchOnImport(target, once_open)
-        self._finders.append(finder)
-        sys.meta_path.insert(0, finder)
+        self._finders.append(on_import({target: [once_open]}))
 
     def _patch(self, owner: Any, name: str, new: Any) -> None:
         self._patched.append((owner, name, getattr(owner, name)))
@@ -1060,33 +1062,3 @@ class Tracer:
                 self._start_step(n)
         elif self._source == "optimizer" and self.cur_step != n:
             self.step(n)
-
-
-class _PatchOnImport:
-    """A meta-path finder that runs ``patch(module)`` right after ``target`` is imported."""
-
-    def __init__(self, target: str, patch):
-        self.target = target
-        self.patch = patch
-
-    def find_spec(self, name, path, target=None):
-        if name != self.target:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        orig_exec = loader.exec_module
-        patch = self.patch
-
-        def exec_module(module):
-            orig_exec(module)
-            patch(module)
-
-        loader.exec_module = exec_module
-        return spec
