@@ -56,6 +56,9 @@ class TraceHeader(_Rec):
     created: str
     host: str = ""
     argv: list[str] = Field(default_factory=list)
+    tracer: str | None = Field(
+        default=None, description="which tracer wrote the events: python or native (C++)"
+    )
 
 
 class TraceEvent(_Rec):

@@ -7,8 +7,11 @@
 3. Apply the function patches (suppress / replace) of the file named by ``TRIAGE_PATCHES``,
    now for modules already imported and on first import for the others; a bad file stops
    the process the same way.
-4. Unless the level is ``none``, install a :class:`Tracer` with automatic step boundaries,
-   closed at exit (``status: error`` when the process dies of an exception).
+4. Unless the level is ``none``, install a tracer with automatic step boundaries, closed at
+   exit (``status: error`` when the process dies of an exception): the C++ one
+   (:class:`~..native.NativeTracer`) where its build is there and it can trace this config,
+   else the Python :class:`Tracer`, with a note in the end record saying why; the trace
+   header's ``tracer`` names the one that wrote.
 5. Run any other ``sitecustomize`` that ours shadows on ``sys.path``.
 """
 
@@ -79,9 +82,9 @@ def _die(msg: str) -> None:
 
 
 def _install(config) -> None:
-    from ..capture import Tracer
+    from ..native import injected_tracer
 
-    tracer = Tracer(config, auto_steps=True).install()
+    tracer = injected_tracer(config, auto_steps=True).install()
     _state["tracer"] = tracer
     prev_hook = sys.excepthook
 

@@ -132,6 +132,8 @@ class _ScopeStack(list):
 class NativeTracer(Tracer):
     """See the module docstring. Raises :class:`NativeUnavailable` where it cannot run."""
 
+    TRACER = "native"
+
     def __init__(
         self,
         config: CaptureConfig,
@@ -302,3 +304,19 @@ def make_tracer(config: CaptureConfig, *, backend: str = "auto", **kwargs) -> Tr
         if backend == "native":
             raise
         return Tracer(config, **kwargs)
+
+
+def injected_tracer(config: CaptureConfig, **kwargs) -> Tracer:
+    """The tracer an injected process installs: the native one where a current build is there
+    (never built here: a rank must not compile inside its timeout), else the Python one with
+    a note in its end record saying why. The header's ``tracer`` says which one wrote."""
+    why = ""
+    if loader.load(build_missing=False) is not None:
+        try:
+            return NativeTracer(config, **kwargs)
+        except NativeUnavailable as exc:
+            why = str(exc)
+    tracer = Tracer(config, **kwargs)
+    why = why or loader.unavailable_reason() or "unavailable"
+    tracer._notes.append(f"traced by the Python tracer: the native one is not used ({why})")
+    return tracer

@@ -10,6 +10,10 @@ host-only build (``triage_native_cpu``) that digests CPU tensors and observes op
 way. The first build takes a minute or two: build ahead with :func:`build` (``triage record``
 does so before it starts the command) so that no run pays for it inside its timeout.
 
+An injected process (``triage trace``) never builds: it uses the extension only where
+:func:`built_library` finds a current build (``triage ops build`` makes one), so a rank never
+compiles inside its timeout.
+
 ``TRIAGE_NATIVE=0`` in the environment turns the native path off (the Python tracer is then
 used everywhere). Where the build fails (no compiler), :func:`load` returns None and
 :func:`unavailable_reason` says why, in one line.
@@ -17,7 +21,9 @@ used everywhere). Where the build fails (no compiler), :func:`load` returns None
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -32,6 +38,43 @@ _module: ModuleType | None = None
 _reason: str | None = None
 
 
+def build_name() -> str:
+    return "triage_native_cuda" if wants_cuda() else "triage_native_cpu"
+
+
+def build_directory(name: str) -> Path:
+    """Where torch's ``cpp_extension.load`` builds ``name`` (its own rule, without creating it)."""
+    import torch
+    from torch.utils import cpp_extension
+
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env) / name
+    cu = "cpu" if torch.version.cuda is None else f"cu{torch.version.cuda.replace('.', '')}"
+    py = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
+    return Path(cpp_extension.get_default_build_root()) / f"{py}_{cu}" / name
+
+
+def built_library() -> tuple[Path | None, str]:
+    """(the built library, "") where a build newer than every source is there, else (None, why)."""
+    if os.environ.get(DISABLE_ENV, "1") == "0":
+        return None, f"turned off by {DISABLE_ENV}=0"
+    name = build_name()
+    lib = build_directory(name) / f"{name}.so"
+    if not lib.is_file():
+        return None, f"{name} is not built here (`triage ops build` builds it)"
+    sources = [*_sources(), *SOURCE_DIR.glob("*.h")]
+    built = lib.stat().st_mtime
+    newer = [s.name for s in sources if s.stat().st_mtime > built]
+    if newer:
+        return None, f"{name} is older than {newer[0]} (`triage ops build` rebuilds it)"
+    return lib, ""
+
+
+def _sources() -> list[Path]:
+    return [SOURCE_DIR / s for s in HOST_SOURCES + (CUDA_SOURCES if wants_cuda() else ())]
+
+
 def wants_cuda() -> bool:
     import torch
     from torch.utils import cpp_extension
@@ -44,12 +87,12 @@ def build(verbose: bool = False) -> ModuleType:
     from torch.utils import cpp_extension
 
     cuda = wants_cuda()
-    sources = [SOURCE_DIR / s for s in HOST_SOURCES + (CUDA_SOURCES if cuda else ())]
+    sources = _sources()
     # NDEBUG as libtorch is built: RecordFunction has debug-only members, so without it the
     # inline accessors would read a different layout than the library wrote
     cflags = ["-O3", "-DNDEBUG"] + (["-DTRIAGE_WITH_CUDA"] if cuda else [])
     return cpp_extension.load(
-        name="triage_native_cuda" if cuda else "triage_native_cpu",
+        name=build_name(),
         sources=[str(s) for s in sources],
         extra_cflags=cflags,
         extra_cuda_cflags=["-O3"],
@@ -59,8 +102,13 @@ def build(verbose: bool = False) -> ModuleType:
     )
 
 
-def load(verbose: bool = False) -> ModuleType | None:
-    """The extension, built on first use; None where it is turned off or cannot be built."""
+def load(verbose: bool = False, *, build_missing: bool = True) -> ModuleType | None:
+    """The extension, built on first use; None where it is turned off or cannot be built.
+
+    With ``build_missing`` false nothing is compiled and ninja is not run: the current build
+    (:func:`built_library`) is imported as it is, else None. A rank whose environment gives
+    torch other compiler flags would otherwise rebuild it inside its timeout.
+    """
     global _module, _reason
     with _lock:
         if _module is not None or _reason is not None:
@@ -69,11 +117,26 @@ def load(verbose: bool = False) -> ModuleType | None:
             _reason = f"turned off by {DISABLE_ENV}=0"
             return None
         try:
-            _module = build(verbose)
+            _module = build(verbose) if build_missing else _import_built()
         except Exception as exc:  # noqa: BLE001 - a failed build of any kind means "use Python"
             lines = [ln for ln in str(exc).splitlines() if ln.strip()]
             _reason = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
         return _module
+
+
+def _import_built() -> ModuleType | None:
+    global _reason
+    lib, why = built_library()
+    if lib is None:
+        _reason = why
+        return None
+    import torch  # noqa: F401 - libtorch is loaded before the extension that links it
+
+    spec = importlib.util.spec_from_file_location(lib.stem, lib)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def unavailable_reason() -> str | None:
