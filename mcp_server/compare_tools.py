@@ -16,6 +16,7 @@ from triage_agent.compare import ByteReport, CompareResult, headline, to_markdow
 from triage_agent.compare import confirm_bytes as compare_bytes
 from triage_agent.compare.distributed import Executor, compare_paths
 from triage_agent.compare.result import Candidate, CrossRank, Divergence, Widen
+from triage_agent.evidence_data import ByteCompareData, TraceCompareData
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
@@ -98,17 +99,17 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
             kind=EvidenceKind.trace_compare,
             result=EvidenceResult.observed,
             summary=summary,
-            data={
-                "status": res.status,
-                "complete": res.complete,
-                "summary": res.summary.model_dump(mode="json"),
-                "origins": [r.origin.model_dump(mode="json") for r in res.ranks if r.origin],
-                "candidates": [
+            data=TraceCompareData(
+                status=res.status,
+                complete=res.complete,
+                summary=res.summary.model_dump(mode="json"),
+                origins=[r.origin.model_dump(mode="json") for r in res.ranks if r.origin],
+                candidates=[
                     c.model_dump(mode="json")
                     for r in res.ranks
                     for c in r.candidates[:MAX_UNMATCHED_SHOWN]
                 ],
-            },
+            ),
             artifacts=[
                 ws.ledger.artifact(f, role=f"trace-{side}")
                 for side, p in (("a", pa), ("b", pb))
@@ -216,7 +217,7 @@ def confirm_bytes(ws: Workspace, args: ConfirmBytesIn, progress: Progress) -> Co
             kind=EvidenceKind.byte_compare,
             result=EvidenceResult.observed,
             summary=summary,
-            data=rep.model_dump(mode="json"),
+            data=ByteCompareData.model_validate(rep.model_dump(mode="json")),
             artifacts=[ws.ledger.artifact(pa, "dump a"), ws.ledger.artifact(pb, "dump b")],
         )
     )

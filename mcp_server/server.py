@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from triage_agent import __version__
 from triage_agent.errors import InputError, TriageError
+from triage_agent.evidence_data import RerunData, TraceCompareData
 from triage_agent.ledger import dumps_state
 from triage_agent.ledger_view import to_markdown
 
@@ -151,18 +152,20 @@ def _resources(ws: Workspace) -> list[FunctionResource]:
                 "evidence": e.id,
                 "summary": e.summary,
                 "result": e.result.value,
-                "trace_dir": e.data.get("trace_dir"),
-                "capture": e.data.get("capture"),
+                "trace_dir": e.data_as(RerunData).trace_dir,
+                "capture": e.data_as(RerunData).capture,
                 "files": [a.model_dump(mode="json") for a in e.artifacts],
             }
             for e in st.evidence
-            if e.kind.value == "rerun" and e.data.get("trace_dir")
+            if e.kind.value == "rerun" and e.data_as(RerunData).trace_dir
         ]
         compares = [
             {
                 "evidence": e.id,
                 "summary": e.summary,
-                **{k: e.data.get(k) for k in ("status", "complete", "summary")},
+                **e.data_as(TraceCompareData).model_dump(
+                    mode="json", include={"status", "complete", "summary"}
+                ),
             }
             for e in st.evidence
             if e.kind.value == "trace-compare"

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from triage_agent.errors import InputError
+from triage_agent.evidence_data import RerunData
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 
 from .security import MAX_LIST_ITEMS, Workspace
@@ -102,12 +103,12 @@ def capture_trace(ws: Workspace, args: CaptureTraceIn, progress: Progress) -> Ca
             result=result,
             summary=summary,
             argv=out.argv[0] if out.argv else None,
-            data={
-                "trace_dir": out.trace_dir,
-                "commands": out.argv,
-                "capture": cfg.model_dump(mode="json", exclude={"out_dir"}),
-                "warnings": out.warnings[:MAX_LIST_ITEMS],
-            },
+            data=RerunData(
+                trace_dir=out.trace_dir,
+                commands=out.argv,
+                capture=cfg.model_dump(mode="json", exclude={"out_dir"}),
+                warnings=out.warnings[:MAX_LIST_ITEMS],
+            ),
             artifacts=[ws.ledger.artifact(f, role="trace") for f in files],
             duration_s=out.seconds,
         )

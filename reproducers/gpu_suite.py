@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triage_agent.evidence_data import ReproducerData, dump_data
 from triage_agent.ledger import Ledger
 from triage_agent.provenance import capture
 
@@ -109,11 +110,11 @@ def run_suite(workspace: Path, timeout_s: float, only: list[str] | None = None) 
             f"| {row['template']} | `{params}` | **{ev.result.value}** | {_md_escape(ev.summary)[:300]} | "
             f"{ev.duration_s:.1f} |"
         )
-        out = ev.data.get("output", {})
+        out = ev.data_as(ReproducerData).output
         body = (
             {k: out.get(k) for k in ("supported", "compared", "details", "notes")}
             if out
-            else ev.data
+            else dump_data(ev.data)
         )
         details.append(
             f"<details><summary>{gen.id} {row['template']} {params}</summary>\n\n```json\n"

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from triage_agent.errors import InputError
+from triage_agent.evidence_data import ReproducerData
 from triage_agent.ledger import Ledger, sha256_file
 from triage_agent.paths import contained
 from triage_agent.process import DEFAULT_OUTPUT_CAP, ProcessResult, run_process
@@ -275,8 +276,9 @@ def launch(
     argv = _argv_for(launcher, program, ranks, free_port())
     env = policy.build()
     outcome = run_argv(argv, run_dir, env, timeout, output_cap)
-    result, summary, data = interpret(outcome, gen.template)
-    data.update(
+    result, summary, found = interpret(outcome, gen.template)
+    data = ReproducerData(
+        **found,
         reproducer=gen.id,
         template=gen.template,
         params=gen.params,
@@ -289,7 +291,7 @@ def launch(
         run_dir=str(run_dir),
     )
     if outcome.notes:
-        data["launch_notes"] = outcome.notes
+        data.launch_notes = outcome.notes
     artifacts = [
         ledger.artifact(program, role="reproducer"),
         ledger.artifact(params_path, role="params"),

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from triage_agent.errors import InputError
+from triage_agent.evidence_data import ReplayData
 from triage_agent.ledger import Ledger
 from triage_agent.paths import contained
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
@@ -408,11 +409,11 @@ def replay_dump(
         kind=EvidenceKind.replay,
         result=EvidenceResult.observed,
         summary="; ".join(parts),
-        data={
+        data=ReplayData(
             **res.model_dump(mode="json"),
-            "reproduces_recorded": res.reproduces_recorded,
-            "dump": str(path),
-        },
+            reproduces_recorded=res.reproduces_recorded,
+            dump=str(path),
+        ),
         artifacts=[ledger.artifact(path, role="dump")],
         duration_s=duration,
     )

@@ -54,9 +54,9 @@ def test_bisect_skips_a_commit_that_does_not_run_and_lands_on_the_one_bad_commit
     assert st.hypotheses[res.hypothesis].status == HypothesisStatus.supported
     proof = next(e for e in st.evidence if e.id == res.proof.evidence_id)
     assert proof.kind == EvidenceKind.rerun and proof.hypotheses == [res.hypothesis]
-    assert proof.data["match"]["all_match"] is True and proof.result.value == "supported"
+    assert proof.data.match["all_match"] is True and proof.result.value == "supported"
     # every probe is evidence, the skipped one an error (it did not run), never refuted
-    recorded = {e.data["bisect"]["probe"]: e for e in st.evidence if "bisect" in e.data}
+    recorded = {e.data.bisect.probe: e for e in st.evidence if getattr(e.data, "bisect", None)}
     assert {q.key for q in res.probes} == set(recorded)
     assert recorded[probed[crash.sha].key].result.value == "error"
     # the throwaway worktrees are gone; the user's checkouts are untouched

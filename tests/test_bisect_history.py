@@ -177,6 +177,6 @@ def test_cli_range_whose_b_end_matches_a_says_nothing_to_bisect_and_keeps_the_pr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error:") and "nothing to bisect" in last, done.stderr
     st = Ledger(case.workspace).state()
-    (probe,) = [e for e in st.evidence if "bisect" in e.data]
-    assert probe.data["match"]["all_match"] is True
+    (probe,) = [e for e in st.evidence if getattr(e.data, "bisect", None)]
+    assert probe.data.match["all_match"] is True
     assert st.case is not None  # the case is recorded with the probe

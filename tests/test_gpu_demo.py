@@ -17,12 +17,12 @@ def test_gpu_demo_trace_finds_the_atomic_op_and_replay_shows_it(tmp_path):
     st = ledger.state()
     assert result.mismatch is not None and result.mismatch.step is not None
     origins = [
-        e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.data.get("origin")
+        e for e in st.evidence if e.kind == EvidenceKind.trace_compare and e.data.origin
     ]
     assert origins, "the trace stage found no origin"
     # The planted op: index_add_ inside the Pool module.
-    assert "index_add" in origins[-1].data["origin_location"]
-    assert "pool" in origins[-1].data["origin_location"]
+    assert "index_add" in origins[-1].data.origin_location
+    assert "pool" in origins[-1].data.origin_location
     reruns = [e for e in st.evidence if e.kind == EvidenceKind.rerun]
     assert reruns and reruns[-1].result == EvidenceResult.supported
     assert result.verdict is not None and result.verdict.classification.value != "unknown"

@@ -388,9 +388,9 @@ def test_intervene_records_rerun_evidence_with_its_commands(tmp_path):
     assert res.line == "all 5 steps match" and res.result == EvidenceResult.supported
     ev = ledger.state().evidence[-1]
     assert ev.id == res.evidence_id and ev.kind == EvidenceKind.rerun and ev.hypotheses == [hyp.id]
-    assert ev.data["rerun"]["commands"] == res.outcome.argv
-    assert ev.data["rerun"]["env_overrides"] == {"b": {"TOY_JITTER": None}}
-    assert ev.data["changed"] == ["unset TOY_JITTER"] and ev.provenance is not None
+    assert ev.data.rerun["commands"] == res.outcome.argv
+    assert ev.data.rerun["env_overrides"] == {"b": {"TOY_JITTER": None}}
+    assert ev.data.changed == ["unset TOY_JITTER"] and ev.provenance is not None
     assert ev.duration_s == res.outcome.seconds and ev.artifacts
     wrong = intervene(
         case, "b", [parse_intervention("env TOY_OTHER=1")], ledger=ledger, hypotheses=[hyp.id]
@@ -564,7 +564,7 @@ def test_cli_rerun_prints_one_line_and_records_the_evidence(tmp_path):
     assert wrong.returncode == 1 and "first differing step 1" in wrong.stdout
     ev = Ledger(tmp_path / ".triage").state().evidence
     assert [e.kind for e in ev] == [EvidenceKind.rerun, EvidenceKind.rerun]
-    assert ev[1].data["changed"][0] == "set TOY_OTHER=1" and ev[1].result == EvidenceResult.observed
+    assert ev[1].data.changed[0] == "set TOY_OTHER=1" and ev[1].result == EvidenceResult.observed
     for args, said in (
         (["-i", "bogus X=1"], "unknown kind 'bogus'"),
         (["-i", "config a..b=1"], "not a dotted key path"),

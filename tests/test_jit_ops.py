@@ -76,7 +76,7 @@ def test_launch_clears_a_dead_lock_the_program_would_wait_on_forever(ext_dir, tm
     ev = launch(rid, tmp_path / "ws", timeout_s=60)
     assert ev.result.value == "supported", ev.summary
     assert not lock.exists()
-    assert any(str(lock) in n for n in ev.data["launch_notes"])
+    assert any(str(lock) in n for n in ev.data.launch_notes)
 
 
 def test_launch_killed_mid_build_removes_the_lock_it_left(ext_dir, tmp_path):

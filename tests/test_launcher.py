@@ -62,7 +62,7 @@ def test_launch_real_template_records_evidence(tmp_path):
     assert ev.hypotheses == ["H-1"]
     assert isinstance(ev.argv, list) and ev.argv[-1].endswith(f"{gen.id}.py")
     assert ev.provenance is not None and ev.provenance.torch
-    out = ev.data["output"]
+    out = ev.data.output
     assert (
         out["digests"]["accumulate_fp32"] != out["digests"]["accumulate_after_roundtrip"]
     ) is True
@@ -149,7 +149,7 @@ def test_launch_timeout_kills_the_whole_process_group(tmp_path):
     ev = launch(rid, tmp_path, timeout_s=3)
     assert time.monotonic() - t0 < 60
     assert ev.result.value == "error" and "timed out" in ev.summary
-    assert ev.data["timed_out"] is True
+    assert ev.data.timed_out is True
     child = int(pidfile.read_text())
     for _ in range(50):
         if not _alive(child):
@@ -186,13 +186,13 @@ def test_launch_environment_is_explicit(tmp_path, monkeypatch):
     )
     rid = _install(tmp_path, src)
     ev = launch(rid, tmp_path, env_policy=EnvPolicy(deterministic=True, set={"MY_KNOB": "1"}))
-    env = ev.data["output"]["details"]["env"]
+    env = ev.data.output["details"]["env"]
     assert "TRIAGE_TEST_SECRET" not in env
     assert env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8" and env["MY_KNOB"] == "1"
     assert ev.provenance.env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert ev.result.value == "inconclusive"
     ev2 = launch(rid, tmp_path)
-    assert "CUBLAS_WORKSPACE_CONFIG" not in ev2.data["output"]["details"]["env"]
+    assert "CUBLAS_WORKSPACE_CONFIG" not in ev2.data.output["details"]["env"]
 
 
 def test_parse_output_accepts_a_prefixed_line():
@@ -229,7 +229,7 @@ def test_launch_under_torchrun_two_ranks(tmp_path):
     ev = launch(gen.id, tmp_path, ranks=2, launcher="torchrun", timeout_s=240)
     assert "torch.distributed.run" in ev.argv and "--nproc_per_node=2" in ev.argv
     assert ev.result.value in ("supported", "refuted"), ev.summary
-    assert len(ev.data["output"]["digests"]["all_reduce_per_rank"]) == 2
+    assert len(ev.data.output["digests"]["all_reduce_per_rank"]) == 2
 
 
 def test_cli_launch_and_replay_refuse_an_unknown_hypothesis(tmp_path):

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from triage_agent.errors import LedgerError
-from triage_agent.ledger import Ledger, sha256_file
+from triage_agent.ledger import SCHEMA_VERSION, Ledger, sha256_file
 from triage_agent.records import (
     Classification,
     Evidence,
@@ -94,7 +94,7 @@ def test_ledger_complete_last_line_missing_only_its_newline_is_kept(tmp_path):
 @pytest.mark.parametrize(
     "garble",
     [
-        lambda line: line.replace('"v":1', '"v":99'),
+        lambda line: line.replace(f'"v":{SCHEMA_VERSION}', '"v":99'),
         lambda line: line.replace('"ts":', '"t{{{garbage":'),
         lambda line: line.replace('"id":', '"i d":'),
     ],

@@ -79,5 +79,5 @@ def test_mcp_rerun_with_intervention_over_stdio(tmp_path):
         assert "Traceback" not in r.content[0].text
     reruns = [e for e in Ledger(ws / ".triage").state().evidence if e.kind == EvidenceKind.rerun]
     assert [e.id for e in reruns] == [sc["evidence_id"], wrong["evidence_id"]]
-    assert reruns[0].data["rerun"]["commands"] == sc["argv"]
+    assert reruns[0].data.rerun["commands"] == sc["argv"]
     assert reruns[0].result.value == "supported" and reruns[1].result.value == "refuted"

@@ -110,7 +110,7 @@ def test_mcp_compare_and_first_divergence_on_planted_traces(tmp_path):
     assert outside.is_error and "outside the allowed roots" in outside.content[0].text
     ev = ws.ledger.state().evidence
     assert [e.kind for e in ev] == [EvidenceKind.trace_compare]
-    assert ev[0].artifacts and ev[0].data["origins"]
+    assert ev[0].artifacts and ev[0].data.origins
 
 
 def test_mcp_confirm_bytes_counts_differing_elements(tmp_path):
@@ -180,7 +180,7 @@ def test_mcp_compare_evidence_names_event_role_and_call_site(tmp_path):
         e.summary
     )
     assert "from model.py:9" in e.summary
-    assert e.data["candidates"][0]["call_site"] == "train.py:42"
+    assert e.data.candidates[0]["call_site"] == "train.py:42"
     (rank0,) = first.structured_content["ranks"]
     assert [c["kind"] for c in rank0["candidates"]] == ["extra", "origin"]
     producers = {p["run"]: p for p in rank0["first_receiver"]["producers"]}

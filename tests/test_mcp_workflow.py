@@ -148,7 +148,7 @@ def test_validate_fix_one_policy_matches_the_other_does_not(policy_ws):
     assert r["evidence"]["data"]["first_step"] == 1
     st = ws.ledger.state()
     reruns = [e for e in st.evidence if e.kind == EvidenceKind.rerun]
-    assert [e.data["policy"] for e in reruns] == ["deterministic", "restore-rng"]
+    assert [e.data.policy for e in reruns] == ["deterministic", "restore-rng"]
     assert all(e.hypotheses == [hid] and e.argv for e in reruns)
     assert not any("triage_agent.fingerprint" in " ".join(e.argv) for e in reruns)
     assert not out["upd"].is_error and st.hypotheses[hid].status.value == "supported"

@@ -101,7 +101,7 @@ def test_replay_dump_records_observed_evidence(tmp_path):
     )
     ev = replay_dump(path, tmp_path / "ws", repeats=3, hypotheses=["H-x"], roots=[tmp_path])
     assert ev.kind.value == "replay" and ev.result.value == "observed"
-    assert ev.data["reproduces_recorded"] is True and "3/3" in ev.summary
+    assert ev.data.reproduces_recorded is True and "3/3" in ev.summary
     assert Ledger(tmp_path / "ws").state().evidence[0].id == ev.id
 
 

@@ -23,7 +23,7 @@ def _launch(ws, template, params):
     gen = generate({"template": template, "params": params}, ws, ledger=Ledger(ws))
     ev = launch(gen.id, ws, timeout_s=600)
     assert ev.result.value != "error", ev.summary
-    return ev, ev.data["output"]
+    return ev, ev.data.output
 
 
 @pytest.mark.gpu

@@ -14,8 +14,8 @@ from triage_agent.ledger import Ledger
 def _run(ws, template, params=None, **kw):
     gen = generate({"template": template, "params": params or {}}, ws, ledger=Ledger(ws))
     ev = launch(gen.id, ws, **kw)
-    assert ev.result.value != "error", ev.summary + " | " + str(ev.data.get("stderr_tail"))
-    out = ev.data["output"]
+    assert ev.result.value != "error", ev.summary + " | " + str(ev.data.stderr_tail)
+    out = ev.data.output
     assert out["template"] == template and out["status"] == "ok"
     assert out["params"] == gen.params
     return ev, out
@@ -120,8 +120,8 @@ def test_gpu_only_template_is_skipped_without_cuda(tmp_path):
         pytest.skip("this checks the no-CUDA path")
     gen = generate({"template": "async_lifetime"}, tmp_path, ledger=Ledger(tmp_path))
     ev = launch(gen.id, tmp_path)
-    assert ev.result.value == "inconclusive" and ev.data["skipped"] is True
-    assert ev.data["output"]["supported"] is None
+    assert ev.result.value == "inconclusive" and ev.data.skipped is True
+    assert ev.data.output["supported"] is None
 
 
 def test_nccl_without_cuda_is_inconclusive_not_supported(tmp_path):
@@ -135,4 +135,4 @@ def test_nccl_without_cuda_is_inconclusive_not_supported(tmp_path):
         ledger=Ledger(tmp_path),
     )
     ev = launch(gen.id, tmp_path)
-    assert ev.result.value == "inconclusive" and ev.data["skipped"] is True
+    assert ev.result.value == "inconclusive" and ev.data.skipped is True

@@ -69,9 +69,9 @@ def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path)
     assert (EvidenceKind.reproducer, EvidenceResult.supported) in kinds
     assert (EvidenceKind.rerun, EvidenceResult.supported) in kinds
     traces = [e for e in chain.values() if e.kind == EvidenceKind.trace_compare]
-    assert traces and traces[-1].data["origin"]["b"]["step"] == 37
+    assert traces and traces[-1].data.origin["b"]["step"] == 37
     rerun = next(e for e in chain.values() if e.kind == EvidenceKind.rerun)
-    assert rerun.data["first_step"] is None and rerun.data["common_steps"] == 41
+    assert rerun.data.first_step is None and rerun.data.common_steps == 41
     assert st.hypotheses[v.hypothesis].status.value == "supported"
     assert (ws / "report.html").exists() and (ws / "report.md").exists()
 
@@ -89,7 +89,7 @@ def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(tmp_
     st = ledger.state()
     assert result.mismatch.step == 0 and "update" in result.mismatch.phases
     scan = next(e for e in st.evidence if e.kind == EvidenceKind.static)
-    assert scan.data["request"]["diff"] == "v0.1..v0.2"
+    assert scan.data.request["diff"] == "v0.1..v0.2"
     import git
 
     repo = git.Repo(case.run_b.source.repo)
@@ -99,7 +99,7 @@ def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(tmp_
     assert v is not None and v.hypothesis is not None
     reruns = [e for e in st.evidence if e.kind == EvidenceKind.rerun]
     assert reruns and reruns[-1].result == EvidenceResult.supported
-    assert reruns[-1].data["reverted"] in changed
+    assert reruns[-1].data.reverted in changed
     assert reruns[-1].id in v.evidence
 
 
@@ -118,7 +118,7 @@ def test_source_upgrade_no_probe_explains_is_proven_by_reverting_one_changed_fil
         for e in st.evidence_for(v.hypothesis)
         if e.kind == EvidenceKind.rerun and e.result == EvidenceResult.supported
     ]
-    assert proof and proof[-1].data["reverted"] == "trainlib/optim.py"
+    assert proof and proof[-1].data.reverted == "trainlib/optim.py"
     assert proof[-1].id in v.evidence
     # the harmless file, if it was tried, was refuted by its own revert
     for h in st.hypotheses.values():

@@ -81,7 +81,7 @@ def test_confirm_mismatch_records_evidence_and_warning(tmp_path):
     ledger = Ledger(tmp_path / "ws")
     confirm_mismatch(_case(tmp_path), ledger, step=5)
     st = ledger.state()
-    assert st.evidence[0].kind == "metrics" and st.evidence[0].data["step"] == 3
+    assert st.evidence[0].kind == "metrics" and st.evidence[0].data.step == 3
     assert "GIVEN STEP 5 IS WRONG" in st.notes[0]["text"]
 
 

@@ -62,6 +62,6 @@ def test_a_run_that_crashes_is_reported_at_its_own_frame_and_left_unknown(tmp_pa
     assert v.location.startswith(f"{tmp_path / 'norms.py'}:5 (total_norm)"), v.location
     assert "run B fails (RuntimeError: stack expects a non-empty TensorList)" in v.statement
     ev = next(e for e in ledger.state().evidence if e.id in v.evidence)
-    assert ev.kind == EvidenceKind.metrics and ev.data["failing_run"] == "b"
-    assert ev.data["rerun"]["runs"] == ["b", "a"]
+    assert ev.kind == EvidenceKind.metrics and ev.data.failing_run == "b"
+    assert ev.data.rerun["runs"] == ["b", "a"]
     assert ledger.state().verdict == v

@@ -119,7 +119,7 @@ def test_another_first_step_redoes_confirm_scan_and_verdict(tmp_path):
     assert again.mismatch.step == 4
     assert "step 4" in again.verdict.statement and "step 7" not in again.verdict.statement
     metrics = [e for e in st.evidence if e.kind == EvidenceKind.metrics]
-    assert [e.data["step"] for e in metrics] == [7, 4]
+    assert [e.data.step for e in metrics] == [7, 4]
     scans = [s for s in st.stages if s["stage"] == "scan" and s["status"] == "done"]
     assert [s["step"] for s in scans] == [7, 4]
     assert "first mismatching step 4" in to_markdown(st)

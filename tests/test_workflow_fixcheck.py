@@ -51,8 +51,8 @@ def test_a_two_launch_rerun_of_both_runs_records_every_argv_and_the_summed_time(
     base_a, _ = materialize_case(case, Path(case.workspace))
     # no policy undoes the nudge: B alone, then A and B, both refuted
     ev = validate_fix(case, ledger, "deterministic", [], base_a.metrics, timeout_s=120)
-    assert ev.result == EvidenceResult.refuted and ev.data["applied_to"] == "A and B"
-    rec = ev.data["rerun"]
+    assert ev.result == EvidenceResult.refuted and ev.data.applied_to == "A and B"
+    rec = ev.data.rerun
     assert rec["runs"] == ["b", "a"] and rec["launches"] == 3
     assert all(isinstance(c, list) and ";" not in c for c in rec["commands"])
     assert rec["commands"][0][-1].startswith("import time")

@@ -115,7 +115,7 @@ def test_a_failed_op_trace_is_an_error_and_the_module_origin_stands(tmp_path):
     origin = mark["result"]["origin"]
     assert (origin["kind"], origin["scope"], origin["step"]) == ("module", "0", 2)
     final = next(e for e in st.evidence if e.id == mark["evidence"])
-    assert final.result == EvidenceResult.observed and final.data["level"] == "module"
+    assert final.result == EvidenceResult.observed and final.data.level == "module"
 
 
 def test_the_window_moves_back_to_where_the_difference_arises(tmp_path):
@@ -132,7 +132,7 @@ def test_the_window_moves_back_to_where_the_difference_arises(tmp_path):
     probes = [e.summary for e in st.evidence if e.summary.startswith("window step")]
     assert len(probes) == 2
     op = [e for e in st.evidence if e.summary.startswith("whole-step op trace")]
-    assert op and op[-1].data["steps"] == [0, 0]
+    assert op and op[-1].data.steps == [0, 0]
     v = result.verdict
     assert v.classification.value == "unknown"
     assert "start the window" not in v.next_action and "{" not in v.next_action

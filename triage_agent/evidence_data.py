@@ -58,6 +58,12 @@ class MetricsData(_Data):
     env_differs: dict[str, list[str | None]] = Field(default_factory=dict)
     metrics_a: str | None = None
     metrics_b: str | None = None
+    failing_run: str | None = Field(
+        default=None, description="the run that fails where the other completes"
+    )
+    failure: Json | None = Field(default=None, description="its failure and innermost frame")
+    logs: list[str] = Field(default_factory=list, description="the failing run's log files")
+    rerun: Json | None = Field(default=None, description="what ran: argv lists, durations")
 
 
 class TraceCompareData(_Data):
@@ -85,6 +91,7 @@ class TraceCompareData(_Data):
         default_factory=list, description="supported hypotheses that explain the origin"
     )
     rng_state: Json | None = Field(default=None, description="generator states at the origin")
+    rerun: Json | None = Field(default=None, description="the traced relaunches: argv, durations")
 
 
 class ByteCompareData(_Data):
@@ -103,7 +110,7 @@ class ReplayData(_Data):
 
     kind: Literal["replay"] = "replay"
     op: str | None = None
-    policy: str | None = None
+    policy: Json | None = Field(default=None, description="the ReplayPolicy it ran under")
     repeats: int | None = None
     device: str | None = None
     digest_algo: str | None = None
@@ -141,6 +148,16 @@ class ReproducerData(_Data):
     launch_notes: list[str] = Field(default_factory=list)
 
 
+class BisectData(BaseModel):
+    """One bisection probe as recorded: the key of the tree it ran and its ProbeResult, so a
+    bisection resumed later reuses it instead of launching it again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probe: str = Field(description="the key of the tree probed")
+    result: Json = Field(description="the ProbeResult, without its evidence id")
+
+
 class RerunData(_Data):
     """A run relaunched with one thing changed (a policy, an intervention, a reverted file)
     and compared with the other run over every step; or relaunched traced (a capture)."""
@@ -150,7 +167,9 @@ class RerunData(_Data):
     compared_with: str | None = None
     policy: str | None = None
     interventions: list[str] = Field(default_factory=list, description="their text forms")
-    changed: str | None = Field(default=None, description="the one thing changed, in words")
+    changed: str | list[str] | None = Field(
+        default=None, description="what was changed, in words (one phrase, or one per change)"
+    )
     reverted: str | None = None
     files: list[str] = Field(default_factory=list)
     to_rev: str | None = None
@@ -160,7 +179,7 @@ class RerunData(_Data):
         default=None, description="first differing step; None: all match"
     )
     common_steps: int | None = None
-    gaps: Json | list[Any] | None = None
+    gaps: str | None = Field(default=None, description="what one run has and the other lacks")
     match: Json | None = Field(default=None, description="the StepMatch")
     rerun: Json | None = Field(default=None, description="what ran: argv lists, durations")
     out_dir: str | None = None
@@ -169,6 +188,7 @@ class RerunData(_Data):
     commands: list[list[str]] = Field(default_factory=list)
     capture: Json | None = Field(default=None, description="the capture config of a traced run")
     warnings: list[str] = Field(default_factory=list)
+    bisect: BisectData | None = Field(default=None, description="when a bisection probe ran it")
 
 
 class ManifestData(_Data):
@@ -177,6 +197,8 @@ class ManifestData(_Data):
 
 class NoteData(_Data):
     kind: Literal["note"] = "note"
+    changed: str | None = Field(default=None, description="what would have been changed")
+    bisect: BisectData | None = Field(default=None, description="a bisection probe not run")
 
 
 EvidenceData = Annotated[
@@ -232,3 +254,14 @@ def dump_data(d: _Data) -> Json:
     """The dict form of ``d`` as it was recorded: its fields that were set, then ``extra``."""
     own = d.model_dump(mode="json", exclude={"kind", "extra"}, exclude_unset=True)
     return {**own, **d.extra}
+
+
+def as_model(kind: str, data: _Data | Json) -> _Data:
+    """A writer's ``data`` as the model of ``kind``. A dict (a writer that does not build its
+    model) is read as a recorded one is, unknown keys into ``extra``; a model of another kind
+    is refused, so evidence never carries data that its kind does not describe."""
+    if isinstance(data, dict):
+        return parse_data(kind, data)
+    if isinstance(data, _Data) and data.kind != kind:
+        raise ValueError(f"{type(data).__name__} is data of {data.kind} evidence, not {kind}")
+    return data

@@ -39,6 +39,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from .errors import InputError
+from .evidence_data import RerunData
 from .ledger import Ledger
 from .metrics import diff_metrics, load_metrics
 from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
@@ -655,19 +656,19 @@ def intervene(
             summary=summary,
             argv=out.argv[0] if len(out.argv) == 1 else None,
             provenance=out.provenance,
-            data={
-                "interventions": [to_text(iv) for iv in interventions],
-                "changed": changed,
-                "applied_to": spec.name,
-                "compared_with": other.name,
-                "source_dir": str(source_dir) if source_dir else None,
-                "match": m.model_dump(mode="json"),
-                "first_step": m.first_differing_step,
-                "common_steps": m.steps,
-                "rerun": record.model_dump(mode="json"),
-                "out_dir": out.out_dir,
-                "error": out.error or base.error,
-            },
+            data=RerunData(
+                interventions=[to_text(iv) for iv in interventions],
+                changed=changed,
+                applied_to=spec.name,
+                compared_with=other.name,
+                source_dir=str(source_dir) if source_dir else None,
+                match=m.model_dump(mode="json"),
+                first_step=m.first_differing_step,
+                common_steps=m.steps,
+                rerun=record.model_dump(mode="json"),
+                out_dir=out.out_dir,
+                error=out.error or base.error,
+            ),
             artifacts=arts,
             duration_s=record.seconds,
         )

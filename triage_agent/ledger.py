@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import ledger_rules as rules
 from .errors import InputError, LedgerError
+from .evidence_data import MetricsData
 from .records import (
     Artifact,
     Case,
@@ -42,7 +43,9 @@ from .records import (
     utcnow,
 )
 
-SCHEMA_VERSION = 1
+# 2: evidence data is typed by its kind (evidence_data.py). A version-1 line is read the same
+# way: its keys land in the fields of its kind's model, any other key in ``extra``, kept.
+SCHEMA_VERSION = 2
 EventKind = Literal["case", "finding", "hypothesis", "evidence", "verdict", "note", "stage"]
 Payload = dict[str, Any] | BaseModel
 
@@ -97,8 +100,8 @@ class LedgerState(BaseModel):
         fingerprints (by ``triage run`` or the MCP ``confirm_mismatch``); None until then.
         A step only given in the case is not confirmed."""
         for ev in reversed(self.evidence):
-            if ev.kind == EvidenceKind.metrics and isinstance(ev.data.get("step"), int):
-                return ev.data["step"]
+            if ev.kind == EvidenceKind.metrics and ev.data_as(MetricsData).step is not None:
+                return ev.data_as(MetricsData).step
         for st in reversed(self.stages):
             if st.get("stage") == "confirm" and isinstance(st.get("step"), int):
                 return st["step"]

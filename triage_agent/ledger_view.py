@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from .evidence_data import RerunData
 from .ledger import LedgerState
 from .records import Evidence, EvidenceKind, EvidenceResult
 
@@ -73,34 +74,31 @@ class DiscriminatorRow(BaseModel):
 
 
 def _changed(e: Evidence) -> str:
-    d = e.data
-    if d.get("changed"):
-        c = d["changed"]
-        return "; ".join(map(str, c)) if isinstance(c, list) else str(c)
-    if d.get("interventions"):
-        return "; ".join(map(str, d["interventions"]))
-    if d.get("policy"):
-        return f"policy {d['policy']}"
-    if d.get("files") or d.get("reverted"):
-        files = d.get("files") or [d["reverted"]]
-        to = f" to {d['to_rev']}" if d.get("to_rev") else ""
+    d = e.data_as(RerunData)
+    if d.changed:
+        return "; ".join(d.changed) if isinstance(d.changed, list) else d.changed
+    if d.interventions:
+        return "; ".join(d.interventions)
+    if d.policy:
+        return f"policy {d.policy}"
+    if d.files or d.reverted:
+        files = d.files or [d.reverted]
+        to = f" to {d.to_rev}" if d.to_rev else ""
         return f"revert {', '.join(map(str, files))}{to}"
     return e.summary[:80]
 
 
 def _outcome(e: Evidence) -> str:
-    d = e.data
+    d = e.data_as(RerunData)
     if e.result == EvidenceResult.error:
         return "the rerun failed"
-    first = d.get("first_step")
-    if first is not None:
-        return f"first differs at step {first}"
-    steps = d.get("common_steps")
-    match = d.get("match") if isinstance(d.get("match"), dict) else {}
-    if steps and (match.get("all_match") or e.result == EvidenceResult.supported):
-        return f"all {steps} steps match"
+    if d.first_step is not None:
+        return f"first differs at step {d.first_step}"
+    match = d.match or {}
+    if d.common_steps and (match.get("all_match") or e.result == EvidenceResult.supported):
+        return f"all {d.common_steps} steps match"
     return "no step differs where both have data, but it is not a match: " + str(
-        match.get("note") or d.get("gaps") or "the comparison is incomplete"
+        match.get("note") or d.gaps or "the comparison is incomplete"
     )
 
 
@@ -111,7 +109,7 @@ def discriminator_rows(state: LedgerState) -> list[DiscriminatorRow]:
             evidence=e.id,
             arm=", ".join(e.hypotheses) or "-",
             changed=_changed(e),
-            applied_to=str(e.data.get("applied_to") or "B"),
+            applied_to=e.data_as(RerunData).applied_to or "B",
             outcome=_outcome(e),
             result=e.result.value,
         )
@@ -143,7 +141,7 @@ def verdict_basis(state: LedgerState) -> VerdictBasis | None:
             kind="intervention",
             evidence=rerun.id,
             text=f"validated by an intervention: {_changed(rerun)} applied to "
-            f"{rerun.data.get('applied_to') or 'B'}, uninstrumented: {_outcome(rerun)} ({rerun.id})",
+            f"{rerun.data_as(RerunData).applied_to or 'B'}, uninstrumented: {_outcome(rerun)} ({rerun.id})",
         )
     backing = next(
         (

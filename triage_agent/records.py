@@ -12,9 +12,19 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+)
+
+from .evidence_data import EvidenceData, as_model, dump_data
 
 
 def new_id(prefix: str) -> str:
@@ -199,10 +209,35 @@ class Evidence(Record):
     summary: str
     argv: list[str] | None = None
     provenance: Provenance | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    # Typed by kind (evidence_data.py); stored and shown as the plain object it always was,
+    # so ledgers, MCP outputs and their published schema keep their shape.
+    data: Annotated[
+        EvidenceData, WithJsonSchema({"type": "object", "additionalProperties": True})
+    ] = Field(default_factory=dict, validate_default=True)
     artifacts: list[Artifact] = Field(default_factory=list)
     duration_s: float | None = None
     created: str = Field(default_factory=utcnow)
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _data_of_kind(cls, v: Any, info: ValidationInfo) -> Any:
+        kind = info.data.get("kind")
+        return as_model(kind, v) if kind is not None else v
+
+    @field_serializer("data")
+    def _data_as_recorded(self, d: Any) -> dict[str, Any]:
+        return dump_data(d)
+
+    def data_as(self, model: type[D]) -> D:
+        """This evidence's data as ``model``; a TypeError when it is evidence of another kind."""
+        if not isinstance(self.data, model):
+            raise TypeError(
+                f"evidence {self.id} is {self.kind.value} evidence, not {model.__name__}"
+            )
+        return self.data
+
+
+D = TypeVar("D", bound=BaseModel)
 
 
 class Verdict(Record):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from .evidence_data import MetricsData, TraceCompareData
 from .ledger import Ledger, LedgerState
 from .ledger_view import (
     action_text,
@@ -34,7 +35,11 @@ class ReportPaths(BaseModel):
 
 def _plot(state: LedgerState, out_dir: Path) -> Path | None:
     ev = next(
-        (e for e in state.evidence if e.kind == EvidenceKind.metrics and "metrics_a" in e.data),
+        (
+            e.data_as(MetricsData)
+            for e in state.evidence
+            if e.kind == EvidenceKind.metrics and e.data_as(MetricsData).metrics_a is not None
+        ),
         None,
     )
     if ev is None:
@@ -44,9 +49,9 @@ def _plot(state: LedgerState, out_dir: Path) -> Path | None:
         from .metrics_plot import plot_metric_distance
 
         png = out_dir / "metric_distance.png"
-        plot_metric_distance(
-            load_metrics(ev.data["metrics_a"]), load_metrics(ev.data["metrics_b"]), png
-        )
+        # a record without metrics_b fails here (TypeError) and is said in the error file
+        a, b = load_metrics(ev.metrics_a), load_metrics(ev.metrics_b)  # type: ignore[arg-type]
+        plot_metric_distance(a, b, png)
         return png
     except Exception as exc:  # noqa: BLE001 - the report must still be written; say why there is no plot
         (out_dir / "metric_distance.error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
@@ -57,7 +62,7 @@ def _divergence_rows(state: LedgerState) -> list[dict]:
     rows: list[dict] = []
     for e in state.evidence:
         if e.kind == EvidenceKind.trace_compare:
-            for r in e.data.get("rows", []):
+            for r in e.data_as(TraceCompareData).rows:
                 rows.append({"evidence": e.id, **r})
     return rows
 

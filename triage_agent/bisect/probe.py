@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import InputError, TriageError
+from ..evidence_data import BisectData, NoteData, RerunData
 from ..interventions import EnvIntervention, compare_runs, rerun
 from ..ledger import Ledger
 from ..metrics import diff_metrics, load_metrics
@@ -100,11 +101,11 @@ class Prober:
     def _recorded(self) -> dict[str, ProbeResult]:
         memo: dict[str, ProbeResult] = {}
         for ev in self.ledger.state().evidence:
-            rec = ev.data.get("bisect")
-            if isinstance(rec, dict) and isinstance(rec.get("probe"), str):
+            rec = ev.data.bisect if isinstance(ev.data, RerunData | NoteData) else None
+            if rec is not None:
                 try:
-                    memo[rec["probe"]] = ProbeResult.model_validate(
-                        {**rec["result"], "evidence_id": ev.id, "launched": False}
+                    memo[rec.probe] = ProbeResult.model_validate(
+                        {**rec.result, "evidence_id": ev.id, "launched": False}
                     )
                 except (KeyError, TypeError, ValueError):
                     continue  # a record of another shape: probed again, never trusted
@@ -213,19 +214,19 @@ class Prober:
                 f"baseline: {said} -> {outcome}",
                 argv=out.argv[0] if len(out.argv) == 1 else None,
                 provenance=out.provenance,
-                data={
-                    "applied_to": self.case.run_b.name,
-                    "compared_with": self.case.run_a.name,
-                    "changed": said_tree,
-                    "source_dir": None,  # a throwaway worktree, removed after the rerun
-                    "match": m.model_dump(mode="json") if m else None,
-                    "first_step": first,
-                    "common_steps": m.steps if m else None,
-                    "rerun": rec.model_dump(mode="json"),
-                    "out_dir": out.out_dir,
-                    "error": out.error,
-                    "bisect": self._bisect_data(key, probe),
-                },
+                data=RerunData(
+                    applied_to=self.case.run_b.name,
+                    compared_with=self.case.run_a.name,
+                    changed=said_tree,
+                    source_dir=None,  # a throwaway worktree, removed after the rerun
+                    match=m.model_dump(mode="json") if m else None,
+                    first_step=first,
+                    common_steps=m.steps if m else None,
+                    rerun=rec.model_dump(mode="json"),
+                    out_dir=out.out_dir,
+                    error=out.error,
+                    bisect=self._bisect_data(key, probe),
+                ),
                 duration_s=rec.seconds,
             )
         )
@@ -240,11 +241,11 @@ class Prober:
         iv = EnvIntervention(key="PYTHONPATH", value=str(path) + (os.pathsep + old if old else ""))
         return rerun(self.case, "b", [iv], workspace=self.ws, timeout_s=self.timeout_s)
 
-    def _bisect_data(self, key: str, probe: ProbeResult) -> dict:
-        return {
-            "probe": key,
-            "result": probe.model_dump(mode="json", exclude={"evidence_id", "launched"}),
-        }
+    def _bisect_data(self, key: str, probe: ProbeResult) -> BisectData:
+        return BisectData(
+            probe=key,
+            result=probe.model_dump(mode="json", exclude={"evidence_id", "launched"}),
+        )
 
     def _record_unbuilt(self, tree: TreeSpec, key: str, said_tree: str, why: str) -> ProbeResult:
         probe = ProbeResult(
@@ -261,7 +262,7 @@ class Prober:
                 kind=EvidenceKind.note,
                 result=EvidenceResult.inconclusive,
                 summary=f"bisect {self.phase}: {said_tree} cannot be run: {why} -> skip",
-                data={"changed": said_tree, "bisect": self._bisect_data(key, probe)},
+                data=NoteData(changed=said_tree, bisect=self._bisect_data(key, probe)),
             )
         )
         return probe.model_copy(update={"evidence_id": ev.id})

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InputError
+from ..evidence_data import ReproducerData
 from ..ledger import Ledger
 from ..records import Evidence
 from .common import CaseOpt, WorkspaceOpt, console, ledger_for, workspace_for
@@ -51,7 +52,7 @@ def _print_evidence(ev: Evidence, fmt: Format) -> None:
         highlight=False,
         markup=False,
     )
-    out = ev.data.get("output") or {}
+    out = ev.data_as(ReproducerData).output or {}
     if out.get("details"):
         console.print_json(json.dumps(out["details"], default=str))
 

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
+from ..evidence_data import MetricsData
 from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics, ulp_distance
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult
@@ -161,7 +162,9 @@ def confirm_mismatch(
             kind=EvidenceKind.metrics,
             result=EvidenceResult.observed,
             summary=rep.message + ("; " + "; ".join(rep.facts) if rep.facts else ""),
-            data={**rep.model_dump(mode="json", exclude={"diff": {"common_steps"}}), **paths},
+            data=MetricsData(
+                **rep.model_dump(mode="json", exclude={"diff": {"common_steps"}}), **paths
+            ),
         )
     )
     if rep.given_step_wrong:

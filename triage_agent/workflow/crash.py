@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from ..evidence_data import MetricsData
 from ..ledger import Ledger
 from ..records import Case, Classification, EvidenceKind, EvidenceResult, Verdict
 from ..runs import RunOutcome
@@ -102,7 +103,7 @@ def report_failure(ledger: Ledger, failed: RunOutcome, other: RunOutcome) -> Ver
             result=EvidenceResult.observed,
             summary=f"run {failed.run.upper()} fails where run {other.run.upper()} completes: "
             f"{f.error}" + (f" at {where}" if where else ""),
-            data={"failing_run": failed.run, "failure": f.model_dump(), "logs": failed.logs},
+            data=MetricsData(failing_run=failed.run, failure=f.model_dump(), logs=failed.logs),
         )
     )
     v = Verdict(

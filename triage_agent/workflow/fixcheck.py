@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ..bisect import BisectResult, bisect_case
 from ..errors import InputError
+from ..evidence_data import RerunData, as_model
 from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics
 from ..policies import POLICY_HELP
@@ -50,7 +51,7 @@ def _outcome(d: MetricDiff, matched: bool) -> EvidenceResult:
 
 def rerun_fields(*outs: RunOutcome) -> dict:
     """Evidence fields for the relaunches behind it: every argv whole, the summed seconds and
-    the provenance in ``data["rerun"]``; ``argv`` is the first relaunch's command when that
+    the provenance in ``data.rerun``; ``argv`` is the first relaunch's command when that
     relaunch is one command (a command line a person can run), never several joined."""
     rec = rerun_record(*outs)
     first = outs[0].argv if outs else []
@@ -65,9 +66,11 @@ def rerun_fields(*outs: RunOutcome) -> dict:
 def relaunch_evidence(
     outs: RunOutcome | list[RunOutcome], kind: EvidenceKind = EvidenceKind.rerun, **kw
 ) -> Evidence:
-    """Evidence of relaunches, with :func:`rerun_fields` merged in (its record into data)."""
+    """Evidence of relaunches, with :func:`rerun_fields` merged in (its record into the
+    data's ``rerun``: rerun, trace-compare and metrics data carry one)."""
     fields = rerun_fields(*(outs if isinstance(outs, list) else [outs]))
-    data = {**kw.pop("data", {}), "rerun": fields.pop("rerun")}
+    data = as_model(kind, kw.pop("data", {}))
+    data.rerun = fields.pop("rerun")  # type: ignore[attr-defined]
     return Evidence(kind=kind, data=data, **fields, **kw)
 
 
@@ -120,7 +123,7 @@ def validate_fix(
                 hypotheses=hypotheses,
                 result=EvidenceResult.error,
                 summary=f"rerun of {failed.run} under policy {policy} failed: {failed.error or failed.exit_codes}; logs: {failed.logs[-2:]}",
-                data={"policy": policy, "applied_to": label},
+                data=RerunData(policy=policy, applied_to=label),
             )
             ledger.add_evidence(last)
             return last
@@ -134,13 +137,13 @@ def validate_fix(
             hypotheses=hypotheses,
             result=_outcome(d, matched),
             summary=summary,
-            data={
-                "policy": policy,
-                "applied_to": label,
-                "first_step": d.first_step,
-                "common_steps": len(d.common_steps),
-                "gaps": d.gaps(),
-            },
+            data=RerunData(
+                policy=policy,
+                applied_to=label,
+                first_step=d.first_step,
+                common_steps=len(d.common_steps),
+                gaps=d.gaps(),
+            ),
         )
         if matched or both:
             break
@@ -233,13 +236,13 @@ def validate_revert(
     run, did = _revert_variant(case, ws, files, tag)
     on_status(f"fix check: B with {did}")
     out = materialize(run, ws, tag, timeout_s=timeout_s, progress=on_status)
-    data = {
-        "reverted": files[0],
-        "files": files,
-        "to_rev": case.run_a.source.rev if case.run_a.source else None,
-        "applied_to": "B only",
-        "variant": str(Path(run.cwd or "")),
-    }
+    data = RerunData(
+        reverted=files[0],
+        files=files,
+        to_rev=case.run_a.source.rev if case.run_a.source else None,
+        applied_to="B only",
+        variant=str(Path(run.cwd or "")),
+    )
     if not out.ok:
         ev = relaunch_evidence(
             out,
@@ -257,7 +260,9 @@ def validate_revert(
         hypotheses=hypotheses,
         result=_outcome(d, matched),
         summary=f"B rerun with only {did}, uninstrumented: {said}",
-        data={**data, "first_step": d.first_step, "common_steps": len(d.common_steps)},
+        data=data.model_copy(
+            update={"first_step": d.first_step, "common_steps": len(d.common_steps)}
+        ),
     )
     ledger.add_evidence(ev)
     return ev

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..errors import TriageError
+from ..evidence_data import StaticData
 from ..ledger import Ledger
 from ..records import (
     Case,
@@ -252,7 +253,7 @@ def run_stage1(
                 kind=EvidenceKind.static,
                 result=EvidenceResult.observed,
                 summary=summary,
-                data={"request": req.model_dump(mode="json"), "top": [f.id for f in findings]},
+                data=StaticData(request=req.model_dump(mode="json"), top=[f.id for f in findings]),
             )
         )
         for h in hypotheses_from_findings(findings, max_hypotheses):

@@ -28,6 +28,7 @@ from ..compare import CompareResult, compare_runs, confirm_bytes, headline, load
 from ..compare.bytes import ByteReport
 from ..compare.result import Candidate, Divergence, EventRef, Widen
 from ..errors import InputError, TriageError
+from ..evidence_data import ByteCompareData, ReplayData, TraceCompareData
 from ..fingerprint import CaptureConfig
 from ..ledger import Ledger
 from ..metrics import diff_metrics, load_metrics
@@ -301,20 +302,20 @@ def trace_and_compare(
         result=result,
         summary=summary,
         artifacts=arts,
-        data={
-            "level": level,
-            "steps": list(cfg.steps) if cfg.steps else None,
-            "rows": _rows(res, f"{label}/{level}"),
-            "origin": origin.model_dump(mode="json") if origin else None,
-            "origin_location": _where(origin.b or origin.a) if origin else None,
-            "first_location": _where(_earliest(res).ref) if _earliest(res) else None,
-            "candidates": [c.model_dump(mode="json") for c in _extra_calls(res)[:50]],
-            "widen": widen.model_dump(exclude_none=True) if widen else None,
-            "summary": res.summary.model_dump(mode="json"),
-            "trace_dirs": {"a": ta.trace_dir, "b": tb.trace_dir},
-            "complete": res.complete,
-            "warnings": res.warnings,
-            "unmatched": [
+        data=TraceCompareData(
+            level=level,
+            steps=list(cfg.steps) if cfg.steps else None,
+            rows=_rows(res, f"{label}/{level}"),
+            origin=origin.model_dump(mode="json") if origin else None,
+            origin_location=_where(origin.b or origin.a) if origin else None,
+            first_location=_where(_earliest(res).ref) if _earliest(res) else None,
+            candidates=[c.model_dump(mode="json") for c in _extra_calls(res)[:50]],
+            widen=widen.model_dump(exclude_none=True) if widen else None,
+            summary=res.summary.model_dump(mode="json"),
+            trace_dirs={"a": ta.trace_dir, "b": tb.trace_dir},
+            complete=res.complete,
+            warnings=res.warnings,
+            unmatched=[
                 {
                     "rank": r.rank,
                     "reason": u.reason,
@@ -326,7 +327,7 @@ def trace_and_compare(
                 for r in res.ranks
                 for u in r.unmatched[:50]
             ],
-        },
+        ),
     )
     return res, ev
 
@@ -540,7 +541,7 @@ def run_stage2(
     if origin is not None:
         explained = _cross_check(ledger, origin, ev, supported)
     if ev is not None and res is not None:
-        ev.data["explains"] = explained
+        ev.data_as(TraceCompareData).explains = explained
         ev.hypotheses = [h.id for h in supported]
         ledger.add_evidence(ev)
         final = ev
@@ -635,7 +636,7 @@ def _cross_check(
             if rng_differs
             else "; the generator state it drew from is equal in both runs"
         )
-        ev.data["rng_state"] = {"a": meta_a["rng"], "b": meta_b["rng"]}
+        ev.data_as(TraceCompareData).rng_state = {"a": meta_a["rng"], "b": meta_b["rng"]}
     site = EventSite.of(ref, rng_differs)
     st = ledger.state()
     explained = []
@@ -668,7 +669,7 @@ def _meta(ref: EventRef | None) -> dict:
 def _byte_confirm(ledger: Ledger, origin: Divergence, trace_ev: Evidence) -> Evidence | None:
     if not (origin.a and origin.b and origin.a.dump and origin.b.dump):
         return None
-    dirs = trace_ev.data.get("trace_dirs", {})
+    dirs = trace_ev.data_as(TraceCompareData).trace_dirs
     pa = Path(dirs.get("a", "")) / origin.a.dump
     pb = Path(dirs.get("b", "")) / origin.b.dump
     if not (pa.exists() and pb.exists()):
@@ -678,7 +679,7 @@ def _byte_confirm(ledger: Ledger, origin: Divergence, trace_ev: Evidence) -> Evi
         kind=EvidenceKind.byte_compare,
         result=EvidenceResult.observed,
         summary=f"bytes of {origin.b.scope}::{origin.b.name}: {byte_sentences(rep)}",
-        data=rep.model_dump(mode="json"),
+        data=ByteCompareData.model_validate(rep.model_dump(mode="json")),
         artifacts=[ledger.artifact(pa, "dump a"), ledger.artifact(pb, "dump b")],
     )
     ledger.add_evidence(ev)
@@ -775,8 +776,9 @@ def _replay(
             f"{ref.name} is a random op: a replay cannot hold its generator state; the policy rerun tests it"
         )
         return None
-    dump = Path(trace_ev.data["trace_dirs"]["b"]) / ref.dump
-    roots = [ledger.workspace, *trace_ev.data["trace_dirs"].values()]
+    dirs = trace_ev.data_as(TraceCompareData).trace_dirs
+    dump = Path(dirs["b"]) / ref.dump
+    roots = [ledger.workspace, *dirs.values()]
     try:
         as_is = replay_dump(dump, ledger.workspace, repeats=8, hypotheses=[hyp.id], roots=roots)
     except InputError as exc:
@@ -784,7 +786,7 @@ def _replay(
         # in the evidence, said in the ledger, not the end of the workflow
         ledger.note(f"replay of {ref.scope}::{ref.name} not possible: {exc}", level="warning")
         return None
-    if as_is.data.get("repeatable", True):
+    if as_is.data_as(ReplayData).repeatable is not False:
         return as_is
     det = replay_dump(
         dump,
@@ -794,14 +796,14 @@ def _replay(
         hypotheses=[hyp.id],
         roots=roots,
     )
-    ok = bool(det.data.get("repeatable"))
+    ok = bool(det.data_as(ReplayData).repeatable)
     ev = Evidence(
         hypotheses=[hyp.id],
         kind=EvidenceKind.replay,
         # Supported only when the one changed policy removes the variation as well.
         result=EvidenceResult.supported if ok else EvidenceResult.inconclusive,
         summary=(
-            f"{ref.name} on its captured inputs gave {as_is.data.get('distinct_runs')} distinct outputs in 8 runs ({as_is.id}); "
+            f"{ref.name} on its captured inputs gave {as_is.data_as(ReplayData).distinct_runs} distinct outputs in 8 runs ({as_is.id}); "
             + (
                 "with deterministic algorithms every run was identical"
                 if ok
@@ -809,7 +811,7 @@ def _replay(
             )
             + f" ({det.id})"
         ),
-        data={"as_captured": as_is.id, "deterministic": det.id, "deterministic_repeatable": ok},
+        data=ReplayData(as_captured=as_is.id, deterministic=det.id, deterministic_repeatable=ok),
     )
     ledger.add_evidence(ev)
     return ev
