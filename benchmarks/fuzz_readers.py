@@ -187,41 +187,28 @@ rev = "HEAD~1"
 
 
 def _write_ledger(ws: Path) -> None:
+    from triage_agent import records as r
     from triage_agent.ledger import Ledger
-    from triage_agent.records import (
-        Case,
-        Classification,
-        Evidence,
-        EvidenceKind,
-        EvidenceResult,
-        Hypothesis,
-        HypothesisStatus,
-        RunSpec,
-        Verdict,
-    )
 
     led = Ledger(ws)
-    led.set_case(Case(name="fuzz", run_a=RunSpec(name="a"), run_b=RunSpec(name="b")))
+    led.set_case(r.Case(name="fuzz", run_a=r.RunSpec(name="a"), run_b=r.RunSpec(name="b")))
     led.stage("baseline", "done", steps=41)
     hyp = led.put_hypothesis(
-        Hypothesis(statement="checkpoint load omits RNG state", category="rng-state")
+        r.Hypothesis(statement="checkpoint load omits RNG state", category="rng-state")
     )
-    led.put_hypothesis(Hypothesis(statement="atomic accumulation", category="nondeterminism"))
+    led.put_hypothesis(r.Hypothesis(statement="atomic accumulation", category="nondeterminism"))
+    said, argv = "rng_resume: torch CPU stream NOT restored", ["python", "repro.py"]
     ev = led.add_evidence(
-        Evidence(
-            hypotheses=[hyp.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.supported,
-            summary="rng_resume: torch CPU stream NOT restored",
-            argv=["python", "repro.py"],
+        r.Evidence(
+            hypotheses=[hyp.id], kind="reproducer", result="supported", summary=said, argv=argv
         )
     )
-    led.update_hypothesis(hyp.id, status=HypothesisStatus.supported)
+    led.update_hypothesis(hyp.id, status=r.HypothesisStatus.supported)
     led.note("a note with unicode: \u00e9\u4e2d [bold]markup[/]")
     led.set_verdict(
-        Verdict(
+        r.Verdict(
             hypothesis=hyp.id,
-            classification=Classification.bug,
+            classification=r.Classification.bug,
             statement="step 37: RNG state not restored on resume",
             evidence=[ev.id],
             next_action="save every RNG stream with the checkpoint",

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from test_ledger_support import add_evidence
 
 from triage_agent.errors import LedgerError
 from triage_agent.ledger import SCHEMA_VERSION, Ledger, sha256_file
@@ -27,14 +28,7 @@ def _hyp(ledger: Ledger) -> Hypothesis:
 def test_ledger_fold_keeps_latest_hypothesis_and_all_evidence(tmp_path):
     ledger = Ledger(tmp_path)
     h = _hyp(ledger)
-    ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.refuted,
-            summary="s",
-        )
-    )
+    add_evidence(ledger, h.id, EvidenceResult.refuted, summary="s")
     ledger.update_hypothesis(h.id, status=HypothesisStatus.refuted)
     state = ledger.state()
     assert state.hypotheses[h.id].status == HypothesisStatus.refuted
@@ -128,14 +122,7 @@ def test_ledger_corrupted_middle_line_names_the_line(tmp_path):
 def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
     ledger = Ledger(tmp_path)
     h = _hyp(ledger)
-    static = ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.static,
-            result=EvidenceResult.observed,
-            summary="probe hit",
-        )
-    )
+    static = add_evidence(ledger, h.id, EvidenceResult.observed, EvidenceKind.static, "probe hit")
     with pytest.raises(LedgerError, match="must name the supported hypothesis"):
         ledger.set_verdict(
             Verdict(classification=Classification.bug, statement="x", evidence=[static.id])
@@ -144,30 +131,9 @@ def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
         ledger.set_verdict(
             Verdict(hypothesis=h.id, classification=Classification.unknown, statement="x")
         )
-    refuted = ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.refuted,
-            summary="no",
-        )
-    )
-    other = ledger.add_evidence(
-        Evidence(
-            hypotheses=["H-other"],
-            kind=EvidenceKind.rerun,
-            result=EvidenceResult.supported,
-            summary="other",
-        )
-    )
-    run = ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.supported,
-            summary="ran",
-        )
-    )
+    refuted = add_evidence(ledger, h.id, EvidenceResult.refuted, summary="no")
+    other = add_evidence(ledger, "H-other", EvidenceResult.supported, EvidenceKind.rerun, "other")
+    run = add_evidence(ledger, h.id, EvidenceResult.supported, summary="ran")
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
     # the hypothesis is supported, but this chain does not cite what supports it
     with pytest.raises(LedgerError, match="execution evidence"):

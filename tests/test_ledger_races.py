@@ -8,12 +8,12 @@ import threading
 from functools import partial
 
 import pytest
+from test_ledger_support import add_evidence
 
 from triage_agent.errors import TriageError
 from triage_agent.ledger import Ledger, LedgerState, _fold
 from triage_agent.records import (
     Classification,
-    Evidence,
     EvidenceKind,
     EvidenceResult,
     Hypothesis,
@@ -42,12 +42,6 @@ def _race(*fns):
     for t in threads:
         t.join()
     return errors
-
-
-def _evidence(ledger, hid, result):
-    return ledger.add_evidence(
-        Evidence(hypotheses=[hid], kind=EvidenceKind.reproducer, result=result, summary=result)
-    )
 
 
 def test_ledger_threads_updating_one_hypothesis_lose_no_field(tmp_path):
@@ -85,8 +79,8 @@ def test_ledger_threads_never_record_a_verdict_on_a_hypothesis_refuted_meanwhile
     ledger = Ledger(tmp_path)
     for r in range(ROUNDS):
         h = ledger.put_hypothesis(Hypothesis(statement=f"s{r}", category="c"))
-        yes = _evidence(ledger, h.id, EvidenceResult.supported)
-        no = _evidence(ledger, h.id, EvidenceResult.refuted)
+        yes = add_evidence(ledger, h.id, EvidenceResult.supported)
+        no = add_evidence(ledger, h.id, EvidenceResult.refuted)
         ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[yes.id])
         verdict = Verdict(
             hypothesis=h.id, classification=Classification.bug, statement="v", evidence=[yes.id]
@@ -113,17 +107,11 @@ def test_ledger_status_rule_holds_for_headless_callers(tmp_path):
     h = ledger.put_hypothesis(Hypothesis(statement="s", category="c"))
     with pytest.raises(TriageError, match="needs execution evidence"):
         ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
-    ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.note,
-            result=EvidenceResult.supported,
-            summary="a note is not execution",
-        )
-    )
+    said = "a note is not execution"
+    add_evidence(ledger, h.id, EvidenceResult.supported, EvidenceKind.note, said)
     with pytest.raises(TriageError, match="needs execution evidence"):
         ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
-    refuted = _evidence(ledger, h.id, EvidenceResult.refuted)
+    refuted = add_evidence(ledger, h.id, EvidenceResult.refuted)
     with pytest.raises(TriageError, match="needs execution evidence"):
         ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[refuted.id])
     with pytest.raises(TriageError, match="unknown evidence"):

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 
 from PIL import Image
+from test_ledger_support import add_evidence
 
 from triage_agent.ledger import Ledger
 from triage_agent.metrics import MetricLog
@@ -50,14 +51,8 @@ def _ledger_with_verdict(tmp_path) -> Ledger:
     h = ledger.put_hypothesis(
         Hypothesis(statement="a <dangerous> & odd statement", category="casts")
     )
-    ev = ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.supported,
-            summary="bits lost",
-            argv=["python", "r.py"],
-        )
+    ev = add_evidence(
+        ledger, h.id, EvidenceResult.supported, summary="bits lost", argv=["python", "r.py"]
     )
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
     ledger.set_verdict(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_ledger_support import add_evidence
+
 from triage_agent.compare.result import EventRef, Widen
 from triage_agent.ledger import Ledger
 from triage_agent.ledger_view import action_text, to_markdown
@@ -76,16 +78,9 @@ def test_a_replay_supported_origin_is_kept_and_not_said_to_miss_itself(tmp_path)
         Hypothesis(statement="aten::index_add_ is nondeterministic", category="nondeterminism")
     )
     for h in (stage1, origin):
-        ev = ledger.add_evidence(
-            Evidence(
-                hypotheses=[h.id],
-                kind=EvidenceKind.replay
-                if h is origin
-                else EvidenceKind.reproducer,  # each supported by its own test
-                result=EvidenceResult.supported,
-                summary="supported",
-            )
-        )
+        # each supported by its own test
+        kind = EvidenceKind.replay if h is origin else EvidenceKind.reproducer
+        ev = add_evidence(ledger, h.id, EvidenceResult.supported, kind)
         ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[ev.id])
     trace_ev = ledger.add_evidence(
         Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.observed, summary="t")
@@ -144,15 +139,8 @@ def test_evidence_recorded_again_after_a_verdict_is_not_ignored(tmp_path):
     # A reproducer's evidence recorded before the verdict is recorded again after it (work
     # redone after an interruption): same id, same 'created', new result.
     h = ledger.put_hypothesis(Hypothesis(statement="B casts through bf16", category="casts"))
-    ev = ledger.add_evidence(
-        Evidence(
-            hypotheses=[h.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.inconclusive,
-            summary="timed out",
-            created="2000-01-01T00:00:00.000+00:00",
-        )
-    )
+    then = "2000-01-01T00:00:00.000+00:00"
+    ev = add_evidence(ledger, h.id, EvidenceResult.inconclusive, summary="timed out", created=then)
     ledger.add_evidence(ev.model_copy(update={"result": EvidenceResult.supported}))
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[ev.id])
     second = run_workflow(case, ledger, RunOptions(budget_minutes=5))

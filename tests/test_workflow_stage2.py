@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_workflow_support import script_case
+
 from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, EvidenceResult, RunSpec
+from triage_agent.records import Case, EvidenceKind, EvidenceResult
 from triage_agent.workflow.engine import RunOptions, run_workflow
 
 # B's 'Nudge' module computes differently from step 2 on; the job refuses to run under a
@@ -75,26 +77,7 @@ with MetricLog(sys.argv[1], rank=0) as log:
 
 
 def _case(tmp_path: Path, script: str) -> Case:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(script)
-
-    def run(name: str, *extra: str) -> RunSpec:
-        return RunSpec(
-            name=name,
-            metrics="{out}",
-            cwd=str(src),
-            launch=[["{python}", "train.py", "{out}", *extra]],
-        )
-
-    return Case(
-        name="stage2",
-        workspace=str(tmp_path / "ws"),
-        source_roots=[str(src)],
-        run_a=run("a"),
-        run_b=run("b", "--b"),
-        timeout_s=120,
-    )
+    return script_case(tmp_path, "stage2", "--b", {"train.py": script})
 
 
 def test_a_failed_op_trace_is_an_error_and_the_module_origin_stands(tmp_path):

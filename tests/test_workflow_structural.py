@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triage_agent.compare.result import Candidate
+from test_workflow_support import extra_call, script_case
+
 from triage_agent.ledger import Ledger
 from triage_agent.ledger_view import discriminator_rows, verdict_basis
-from triage_agent.records import Case, RunSpec
+from triage_agent.records import Case
 from triage_agent.workflow.engine import RunOptions, run_workflow
 from triage_agent.workflow.structural import call_site, extra_call_arms
 
@@ -50,26 +51,8 @@ with MetricLog(sys.argv[1], rank=0) as log:
 
 
 def _case(tmp_path: Path) -> Case:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(TRAIN)
-    (src / "helpers.py").write_text(HELPERS)
-
-    def run(name: str, *extra: str) -> RunSpec:
-        return RunSpec(
-            name=name,
-            metrics="{out}",
-            cwd=str(src),
-            launch=[["{python}", "train.py", "{out}", *extra]],
-        )
-
-    return Case(
-        name="extra-call",
-        workspace=str(tmp_path / "ws"),
-        source_roots=[str(src)],
-        run_a=run("a"),
-        run_b=run("b", "--prime"),
-        timeout_s=120,
+    return script_case(
+        tmp_path, "extra-call", "--prime", {"train.py": TRAIN, "helpers.py": HELPERS}
     )
 
 
@@ -80,16 +63,12 @@ def test_a_call_site_names_the_function_around_it(tmp_path):
     assert site.target == "helpers:prime"
     # module level and the script itself name nothing a patch can reach
     assert call_site(f"{src / 'helpers.py'}:3", str(src)).target is None
-    script = Candidate(
-        kind="extra",
-        run="b",
-        rank=0,
+    script = extra_call(
+        f"{src / 'train.py'}:10",
         step=-1,
         event="AdamW::0.weight",
         event_kind="optimizer",
         phase="optimizer",
-        call_site=f"{src / 'train.py'}:10",
-        writes_state=True,
         order=0.5,
     )
     arms, said = extra_call_arms(case, [script])
@@ -157,33 +136,15 @@ with MetricLog(sys.argv[1], rank=0) as log:
 
 
 def test_an_override_only_one_run_calls_is_proven_by_running_its_base_instead(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(OVERRIDE_TRAIN)
-    (src / "reducers.py").write_text(REDUCERS)
-
-    def run(name: str, *extra: str) -> RunSpec:
-        launch = [["{python}", "train.py", "{out}", *extra]]
-        return RunSpec(name=name, metrics="{out}", cwd=str(src), launch=launch)
-
-    case = Case(
-        name="override",
-        workspace=str(tmp_path / "ws"),
-        source_roots=[str(src)],
-        run_a=run("a"),
-        run_b=run("b", "--buckets"),
-        timeout_s=120,
-    )
-    site = Candidate(
-        kind="extra",
-        run="b",
-        rank=0,
+    files = {"train.py": OVERRIDE_TRAIN, "reducers.py": REDUCERS}
+    case = script_case(tmp_path, "override", "--buckets", files)
+    src = Path(case.run_b.cwd)
+    site = extra_call(
+        f"{src / 'reducers.py'}:15",
         step=0,
         event="<root>::aten::copy_",
         event_kind="op",
         phase="forward",
-        call_site=f"{src / 'reducers.py'}:15",
-        writes_state=True,
         order=3.5,
     )
     arms, _ = extra_call_arms(case, [site])

@@ -1,0 +1,29 @@
+"""Shared builders for tests that write a ledger by hand (no tests here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from triage_agent.ledger import Ledger
+from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
+
+
+def add_evidence(
+    ledger: Ledger,
+    hyp: str | None,
+    result: EvidenceResult,
+    kind: EvidenceKind = EvidenceKind.reproducer,
+    summary: str | None = None,
+    **fields: Any,
+) -> Evidence:
+    """Record evidence about ``hyp`` (about none when None): a reproducer's unless ``kind``
+    says otherwise, summarised by its result unless ``summary`` is given."""
+    return ledger.add_evidence(
+        Evidence(
+            hypotheses=[hyp] if hyp else [],
+            kind=kind,
+            result=result,
+            summary=summary if summary is not None else result.value,
+            **fields,
+        )
+    )
