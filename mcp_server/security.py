@@ -113,7 +113,10 @@ class Workspace:
 
     # -- paths -------------------------------------------------------------------------------
     def absolute(self, p: str | Path) -> Path:
-        q = Path(p).expanduser()
+        try:
+            q = Path(p).expanduser()
+        except RuntimeError:  # '~name' of no such user: not a path anyone can mean
+            raise InputError(f"invalid path {str(p)[:80]!r}: no such home directory") from None
         return q if q.is_absolute() else self.root / q
 
     def _resolve(self, p: str | Path, roots: list[Path], must_exist: bool) -> Path:
