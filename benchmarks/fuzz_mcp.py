@@ -588,6 +588,8 @@ async def _session(
                     done += 1
                     await _one_call(c, tools, gen, heavy_left, stats, site, allowed, call_timeout)
                     watch.poll()
+                    if done % 500 == 0:
+                        print(f"progress {table([stats]).splitlines()[-1]}", flush=True)
                     if done % 50 == 0 or done == calls:
                         await _read_resources(c, stats, allowed, site)
                         if _digest_tree(site.outside) != outside_digest:
