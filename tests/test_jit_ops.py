@@ -122,3 +122,18 @@ def test_cli_ops_build_refuses_an_unknown_builder_in_one_line(ext_dir):
     err = out.stderr.decode()
     assert out.returncode == 1
     assert "NoSuchBuilder is not an op builder" in err and "Traceback" not in err
+
+
+def test_ops_build_builds_the_native_tracer_that_injected_traces_use(monkeypatch):
+    from triage_agent.fingerprint.native import loader
+    from triage_agent.jit_ops import DEFAULT_OPS, NATIVE_OP, build_ops
+
+    assert NATIVE_OP in DEFAULT_OPS  # `triage ops build` with no --op (and `make ops`) builds it
+    results, _ = build_ops([NATIVE_OP])
+    (r,) = results
+    assert (r.op, r.name, r.status) == (NATIVE_OP, loader.build_name(), "ready"), r.detail
+    lib, why = loader.built_library()
+    assert lib is not None and lib.parent == loader.build_directory(r.name), why
+    monkeypatch.setenv(loader.DISABLE_ENV, "0")
+    (off,), _ = build_ops([NATIVE_OP])
+    assert off.status == "skipped" and "TRIAGE_NATIVE=0" in off.detail

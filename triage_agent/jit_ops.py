@@ -1,4 +1,4 @@
-"""DeepSpeed's just-in-time C++ ops: building them ahead of time, and their build locks.
+"""Just-in-time C++ ops (DeepSpeed's and the native tracer's): built ahead of time, build locks.
 
 torch builds an extension under a lock file it creates with O_EXCL and holds open until the
 build ends. A builder killed mid-build (a run that hit its timeout during the first launch,
@@ -7,7 +7,9 @@ that no process holds open is therefore dead, and it is safe to remove; that is 
 here. Without /proc nothing can be proved, so nothing is removed.
 
 Building ahead of time (``triage ops build``) keeps the minutes a first build takes out of
-every run's timeout.
+every run's timeout. Besides DeepSpeed's ops it builds the tracer's own extension
+(:mod:`triage_agent.fingerprint.native`), which ``triage trace`` and ``triage record`` use
+where its build is there.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from pydantic import BaseModel
 from .errors import InputError
 from .proc_files import held_paths
 
+# The tracer's own extension (fingerprint/native), built by torch the way DeepSpeed builds its ops.
+NATIVE_OP = "TriageNativeTracer"
 # The ops a DeepSpeed run on this project's paths loads: the shared-memory allreduce that
 # deepspeed.comm builds on CPU, and the Adam that a DeepSpeed "Adam"/"AdamW" config builds.
-DEFAULT_OPS = ("ShareMemCommBuilder", "FusedAdamBuilder")
+DEEPSPEED_OPS = ("ShareMemCommBuilder", "FusedAdamBuilder")
+DEFAULT_OPS = (NATIVE_OP, *DEEPSPEED_OPS)
 
 
 def extensions_root() -> Path:
@@ -107,21 +112,53 @@ def build_ops(
     ops: tuple[str, ...] | list[str] = DEFAULT_OPS,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[OpBuild], list[str]]:
-    """Build (or load, when cached) each DeepSpeed op this accelerator offers.
+    """Build (or load, when cached) the native tracer and each DeepSpeed op this accelerator
+    offers.
 
     Returns the per-op results and the dead locks removed first. An op the accelerator does
     not provide, or that DeepSpeed reports incompatible here, is skipped with the reason.
     """
     removed = clear_stale_locks()
+    results = [_build_native(progress)] if NATIVE_OP in ops else []
+    ops = [op for op in ops if op != NATIVE_OP]
+    if not ops:
+        return results, removed
     try:
         import deepspeed.ops as ds_ops
         from deepspeed.accelerator import get_accelerator
     except Exception as e:  # noqa: BLE001 - any import failure is the same message
         raise InputError(f"DeepSpeed cannot be imported here ({e}); install it first") from None
     accel = get_accelerator()
-    results = [_build_one(op, accel, ds_ops.__compatible_ops__, progress) for op in ops]
+    results += [_build_one(op, accel, ds_ops.__compatible_ops__, progress) for op in ops]
     sys.stdout.flush()
     return results, removed
+
+
+def _build_native(progress: Callable[[str], None] | None) -> OpBuild:
+    """The tracer's extension, built or loaded from the cache; off by TRIAGE_NATIVE=0 is skipped."""
+    from .fingerprint.native import loader
+
+    name = "triage_native_cuda" if loader.wants_cuda() else "triage_native_cpu"
+    if os.environ.get(loader.DISABLE_ENV, "1") == "0":
+        why = f"turned off by {loader.DISABLE_ENV}=0: traces use the Python tracer"
+        return OpBuild(op=NATIVE_OP, name=name, status="skipped", seconds=0.0, detail=why)
+    if progress:
+        progress(f"building {name} (first build takes a minute or two)")
+    return _timed_load(NATIVE_OP, name, loader.build)
+
+
+def _timed_load(op: str, name: str, load: Callable[[], Any]) -> OpBuild:
+    """Run one build; every way it can end is an OpBuild, never an exception."""
+    t0 = time.monotonic()
+    try:
+        load()
+    except Exception as e:  # noqa: BLE001 - compiler errors arrive as many types
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        status, detail = "failed", first
+    else:
+        status, detail = "ready", str(extensions_root())
+    seconds = round(time.monotonic() - t0, 1)
+    return OpBuild(op=op, name=name, status=status, seconds=seconds, detail=detail)
 
 
 def _build_one(
@@ -149,13 +186,4 @@ def _build_one(
         return OpBuild(op=op, name=builder.NAME, status="skipped", seconds=0.0, detail=why)
     if progress:
         progress(f"building {builder.NAME} (first build takes minutes)")
-    t0 = time.monotonic()
-    try:
-        builder.load(verbose=False)
-    except Exception as e:  # noqa: BLE001 - compiler errors arrive as many types
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        status, detail = "failed", first
-    else:
-        status, detail = "ready", str(extensions_root())
-    seconds = round(time.monotonic() - t0, 1)
-    return OpBuild(op=op, name=builder.NAME, status=status, seconds=seconds, detail=detail)
+    return _timed_load(op, builder.NAME, lambda: builder.load(verbose=False))
