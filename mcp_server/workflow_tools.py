@@ -30,6 +30,7 @@ from triage_agent.policies import POLICIES, POLICY_HELP, check
 from triage_agent.records import Case, Evidence, EvidenceResult, Verdict
 from triage_agent.workflow.characterize import MismatchReport
 from triage_agent.workflow.engine import RunOptions
+from triage_agent.workflow.timing import StageTime
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
 from .spec import ID_PATTERN, In, Progress
@@ -241,6 +242,9 @@ class RunWorkflowOut(BaseModel):
     )
     mismatch: MismatchReport | None
     seconds: float
+    stages: list[StageTime] = Field(
+        default_factory=list, description="wall seconds and run launches per stage"
+    )
     notes: list[str]
     ledger: str
 
@@ -286,6 +290,7 @@ def run_workflow(ws: Workspace, args: RunWorkflowIn, progress: Progress) -> RunW
         interventions=discriminator_rows(st)[:MAX_LIST_ITEMS],
         mismatch=rep,
         seconds=res.seconds,
+        stages=res.stages,
         notes=[cap_text(n, 2000) for n in res.notes[:MAX_LIST_ITEMS]],
         ledger=str(Path(ws.ledger.path)),
     )

@@ -257,6 +257,7 @@ def test_run_workflow_reports_verdict_progress_and_resumes(tmp_path):
             out = {
                 "zero": await c.call_tool("run_workflow", {"budget_minutes": 0}),
                 "big": await c.call_tool("run_workflow", {"max_hypotheses": 21}),
+                "ray": await c.call_tool("run_workflow", {"executor": {"ray": "runs/a"}}),
             }
 
             async def on_progress(done, total, message):
@@ -270,7 +271,7 @@ def test_run_workflow_reports_verdict_progress_and_resumes(tmp_path):
             return out
 
     out = run_async(go)
-    for bad in ("zero", "big"):
+    for bad in ("zero", "big", "ray"):
         assert out[bad].is_error and out[bad].content[0].text.count("\n") == 0
     first = out["first"]
     assert not first.is_error, first.content
@@ -282,6 +283,10 @@ def test_run_workflow_reports_verdict_progress_and_resumes(tmp_path):
     st = ws.ledger.state()
     assert st.verdict is not None and st.verdict.statement == r["verdict"]["statement"]
     assert {"confirm", "verdict"} <= set(st.stages_done())
+    # where the time went: metric files only, so nothing was launched
+    times = {s["stage"]: s for s in r["stages"]}
+    assert {"confirm", "stage 1", "verdict"} <= set(times)
+    assert all(s["launches"] == 0 and s["seconds"] >= 0 for s in r["stages"])
     messages = " ".join(m for _, _, m in progress if m)
     assert "confirm" in messages
     assert progress[-1][0] == progress[-1][1]

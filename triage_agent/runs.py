@@ -34,9 +34,12 @@ import re
 import shutil
 import socket
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -51,6 +54,21 @@ OUTCOME_NAME = "outcome.json"
 CACHE_VERSION = 2
 
 Progress = Callable[[str], None]
+
+_launched = 0
+_launch_lock = threading.Lock()
+
+
+def launches_started() -> int:
+    """Run commands this process has started so far (relaunches run in threads, too); a
+    reused outcome starts none. What the workflow counts each stage's launches from."""
+    return _launched
+
+
+def _count_launch() -> None:
+    global _launched
+    with _launch_lock:
+        _launched += 1
 
 
 class LaunchChanges(BaseModel):
@@ -506,6 +524,7 @@ def materialize(
             if capture is not None
             else CaptureConfig(level="none", **update)
         )
+        _count_launch()
         res = capture_command(
             argv, cfg, cwd=run.cwd, env=env, timeout_s=timeout_s, log_dir=out / "logs" / f"seg{k}"
         )
@@ -547,6 +566,18 @@ def materialize(
     return outcome
 
 
+def materialize_both(
+    case: Case, workspace: Path, label: str, **kw: Any
+) -> tuple[RunOutcome, RunOutcome]:
+    """Runs A and B under the same label and settings (``kw``: :func:`materialize`'s), side
+    by side: each launch spends seconds starting up (imports, rendezvous) that the other
+    launch's compute can overlap."""
+    with ThreadPoolExecutor(2) as pool:
+        fa = pool.submit(materialize, case.run_a, workspace, label, **kw)
+        fb = pool.submit(materialize, case.run_b, workspace, label, **kw)
+        return fa.result(), fb.result()
+
+
 def materialize_case(
     case: Case,
     workspace: Path | None = None,
@@ -561,10 +592,7 @@ def materialize_case(
     carrying its ``error``; without it both outcomes come back as they are.
     """
     ws = Path(workspace if workspace is not None else case.workspace)
-    outs = (
-        materialize(case.run_a, ws, "baseline", timeout_s=case.timeout_s, progress=progress),
-        materialize(case.run_b, ws, "baseline", timeout_s=case.timeout_s, progress=progress),
-    )
+    outs = materialize_both(case, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
     if check:
         for o in outs:
             if not o.ok:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -12,10 +12,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..compare.distributed import Executor
 from ..config import load_case
 from ..ledger import Ledger
 from ..ledger_view import action_text, verdict_basis
 from .common import CaseOpt, WorkspaceOpt, console, err_console
+from .compare_cmd import BareRayCommand, RayOpt, WorkersOpt
+
+if TYPE_CHECKING:
+    from ..workflow.timing import StageTime
 
 DEMO_DIR = "demo-case"
 
@@ -55,6 +60,8 @@ def run(
         bool,
         typer.Option("--report/--no-report", help="Write report.md and report.html at the end."),
     ] = True,
+    ray: RayOpt = None,
+    workers: WorkersOpt = 1,
 ) -> None:
     """Run the two-stage workflow on the case (the embedded DeepSpeed demo when there is none)."""
     from ..workflow.engine import RunOptions, run_workflow
@@ -76,6 +83,7 @@ def run(
         max_hypotheses=max_hypotheses,
         confirm_trace=not no_confirm_trace,
         timeout_s=cfg.timeout_s,
+        executor=Executor(workers=workers, ray=ray),
     )
     t0 = time.monotonic()
     state = {"stage": "start", "msg": ""}
@@ -130,6 +138,8 @@ def run(
             t.add_row("basis", basis.text)
         t.add_row("next action", action_text(v.next_action) or "-")
         console.print(t)
+    if result.stages:
+        console.print(_stage_table(result.stages))
     if report:
         from ..report import write_report
 
@@ -137,6 +147,18 @@ def run(
         console.print(f"report: {paths.markdown} and {paths.html}", markup=False)
     if result.verdict is None and incomplete:
         raise typer.Exit(3)
+
+
+def _stage_table(times: list[StageTime]) -> Table:
+    t = Table(title="where the time went")
+    t.add_column("stage")
+    t.add_column("seconds", justify="right")
+    t.add_column("launches", justify="right")
+    for s in times:
+        t.add_row(s.stage, f"{s.seconds:.1f}", str(s.launches))
+    total = sum(s.seconds for s in times)
+    t.add_row("[bold]total[/]", f"[bold]{total:.1f}[/]", str(sum(s.launches for s in times)))
+    return t
 
 
 def demo(
@@ -177,6 +199,6 @@ def report_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", cls=BareRayCommand)(run)
     app.command("demo")(demo)
     app.command("report")(report_cmd)

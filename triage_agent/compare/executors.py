@@ -89,6 +89,15 @@ def _probe(address: str) -> None:
         raise RayUnavailableError(f"cannot reach the Ray cluster at {address}: {why}") from None
 
 
+def check_reachable(address: str) -> None:
+    """Fail now, in one line, when ``--ray`` cannot work: Ray not installed, or nothing
+    listening at the address. For callers that launch minutes of work before their first
+    comparison; a cluster that listens but refuses is still found when the pool opens."""
+    import_ray()
+    if check_ray_address(address) != LOCAL:
+        _probe(address)
+
+
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group; the parent stops the workers itself, so a
     # worker must not die mid-item with a traceback of its own.

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from ..compare.distributed import Executor
+from ..compare.executors import check_reachable
 from ..errors import InputError
 from ..ledger import Ledger
 from ..records import (
@@ -40,9 +42,11 @@ from .crash import crash_cause, failed_baseline, report_failure
 from .declared import declared_differences, hypothesis_for
 from .fixcheck import bisect_source_change, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
+from .prefetch import Prefetch
 from .stage1 import run_stage1
 from .stage2 import Stage2Result
 from .structural import extra_call_arms
+from .timing import StageClock, StageTime, record
 
 
 class RunOptions(BaseModel):
@@ -64,6 +68,11 @@ class RunOptions(BaseModel):
         "first divergence observed",
     )
     timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600, description="per launch")
+    executor: Executor = Field(
+        default_factory=Executor,
+        description="where the trace comparisons' ranks are compared: local worker processes, "
+        "or Ray (a cluster that sees the workspace under the same path); the result is the same",
+    )
 
 
 class WorkflowResult(BaseModel):
@@ -71,6 +80,9 @@ class WorkflowResult(BaseModel):
     verdict: Verdict | None
     seconds: float
     notes: list[str] = Field(default_factory=list)
+    stages: list[StageTime] = Field(
+        default_factory=list, description="wall seconds and run launches per stage"
+    )
 
 
 Status = Callable[[str, str], None]  # (stage, message)
@@ -131,7 +143,17 @@ def _confirm(
 def run_workflow(
     case: Case, ledger: Ledger, opts: RunOptions, status: Status | None = None
 ) -> WorkflowResult:
-    status = status or (lambda stage, msg: None)
+    """The whole workflow; where its time went is in the result and in the ledger."""
+    if opts.executor.ray is not None:
+        check_reachable(opts.executor.ray)  # now, not after minutes of launches
+    clock = StageClock()
+    result = _run_workflow(case, ledger, opts, clock.watch(status or (lambda stage, msg: None)))
+    times = clock.times()
+    record(ledger, times)
+    return result.model_copy(update={"stages": times})
+
+
+def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) -> WorkflowResult:
     t0 = time.monotonic()
     deadline = t0 + opts.budget_minutes * 60
     given = opts.mismatch_step if opts.mismatch_step is not None else case.mismatch_step
@@ -211,6 +233,7 @@ def run_workflow(
         arms("state at step boundaries", found)
 
     trace: Stage2Result | None = None
+    prefetch = Prefetch()
     if (
         _relaunchable(case)
         and (not supported or opts.confirm_trace)
@@ -219,6 +242,8 @@ def run_workflow(
     ):
         from .stage2 import run_stage2
 
+        if ma is not None:  # the fix check's rerun does not depend on the trace: overlap them
+            prefetch.fix_reruns(case, Path(ledger.workspace), supported, opts.timeout_s)
         status("stage 2", f"tracing steps {max(rep.step - 1, 0)}-{rep.step}")
         trace = run_stage2(
             case,
@@ -228,7 +253,9 @@ def run_workflow(
             timeout_s=opts.timeout_s,
             deadline=deadline,
             on_status=lambda m: status("stage 2", m),
+            executor=opts.executor,
         )
+    prefetch.wait()
     if trace is not None:
         found, said = extra_call_arms(case, trace.extra_calls)
         for line in said[:5]:
@@ -278,6 +305,7 @@ def run_workflow(
             where[found.hypothesis.id] = found.location
     candidates = _ranked(ledger, candidates)
 
+    status("verdict", "weighing the evidence")
     verdict = decide(case, ledger, rep, candidates, trace, ma, opts, status, deadline, where)
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
 

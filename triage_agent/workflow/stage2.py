@@ -18,14 +18,14 @@ import json
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..compare import CompareResult, compare_runs, confirm_bytes, headline, load_runs
+from ..compare import CompareResult, confirm_bytes, headline
 from ..compare.bytes import ByteReport
+from ..compare.distributed import Executor, compare_paths
 from ..compare.result import Candidate, Divergence, EventRef, Widen
 from ..errors import InputError, TriageError
 from ..evidence_data import ByteCompareData, ReplayData, TraceCompareData
@@ -41,26 +41,13 @@ from ..records import (
     Hypothesis,
     HypothesisStatus,
 )
-from ..runs import RunOutcome, materialize, materialize_case
+from ..runs import RunOutcome, materialize_both, materialize_case
 from .characterize import MismatchReport
 from .classify import ATOMIC_OPS, CLASSIFICATION, RANDOM_OPS, EventSite, explains, parse_op
 from .fixcheck import relaunch_evidence
 from .markers import done_for
 
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
-
-
-def _pair(
-    case: Case, ws: Path, label: str, cfg: CaptureConfig, timeout_s: float, on_status
-) -> tuple[RunOutcome, RunOutcome]:
-    with ThreadPoolExecutor(2) as pool:
-        fa = pool.submit(
-            materialize, case.run_a, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status
-        )
-        fb = pool.submit(
-            materialize, case.run_b, ws, label, capture=cfg, timeout_s=timeout_s, progress=on_status
-        )
-        return fa.result(), fb.result()
 
 
 def _where(ref: EventRef | None) -> str:
@@ -188,6 +175,7 @@ class _Ctx:
     timeout_s: float
     deadline: float
     on_status: Callable[[str], None]
+    executor: Executor = field(default_factory=Executor)
     extra_calls: list[Candidate] = field(default_factory=list)
 
     def saw(self, res: CompareResult) -> None:
@@ -217,7 +205,9 @@ def trace_and_compare(
         on_status(f"{label}: tracing both runs at {level} level, steps {cfg.steps}")
         cfg = cfg.model_copy(update={"level": level})
         tag = f"{label.replace(' ', '-')}-{level}" + ("-retry" if retried else "")
-        ta, tb = _pair(case, ws, tag, cfg, timeout_s, on_status)
+        ta, tb = materialize_both(
+            case, ws, tag, capture=cfg, timeout_s=timeout_s, progress=on_status
+        )
         restart = next((o for o in (ta, tb) if o.step_restart), None)
         if restart is not None:
             ev = relaunch_evidence(
@@ -258,7 +248,9 @@ def trace_and_compare(
         ledger.add_evidence(ev)
         return None, ev
     try:
-        res = compare_runs(*load_runs(ta.trace_dir, tb.trace_dir), mapping=case.correspondence_map)
+        res = compare_paths(
+            ta.trace_dir, tb.trace_dir, mapping=case.correspondence_map, executor=ctx.executor
+        )
     except TriageError as exc:
         # e.g. the window never occurred in a process (a resumed script that counts its
         # steps from 0): say why, with what the capture itself reported
@@ -487,7 +479,10 @@ def run_stage2(
     timeout_s: float,
     deadline: float = float("inf"),
     on_status: Callable[[str], None] = lambda s: None,
+    executor: Executor | None = None,
 ) -> Stage2Result:
+    """``executor``: where each trace comparison's ranks are compared (the result is the
+    same on any)."""
     assert rep.step is not None
     st = ledger.state()
     mark = done_for(st, "trace", rep.step)
@@ -505,6 +500,7 @@ def run_stage2(
         timeout_s=timeout_s,
         deadline=deadline,
         on_status=on_status,
+        executor=executor or Executor(),
     )
     n = rep.step
     first_step = rep.diff.common_steps[0] if rep.diff.common_steps else 0
