@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib.abc
+import importlib.machinery
 import inspect
 import os
 import sys
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +133,12 @@ def _roots() -> list[Any]:
     return [m for m in mods if id(m) not in inner]
 
 
-def state_now(batch: tuple | None = None, label: str = "") -> Any:
+UNTOUCHED = "untouched since the process started"
+
+
+def state_now(
+    batch: tuple | None = None, label: str = "", rng_start: dict[str, str] | None = None
+) -> Any:
     """The manifest of this process's training state now (see the module docstring)."""
     import torch
 
@@ -155,6 +163,11 @@ def state_now(batch: tuple | None = None, label: str = "") -> Any:
         m = build_manifest(state, label=label)
     cursors = {k: s for k, o in _cursors().items() if (s := cursor_state(o)) is not None}
     m.data_cursor = cursors or None
+    for name, digest in (rng_start or {}).items():
+        if m.rng.get(name) == digest:
+            # never seeded nor drawn from: its state is the interpreter's entropy, which
+            # differs between any two processes and feeds nothing
+            m.rng[name] = UNTOUCHED
     for i, t in enumerate(batch or ()):
         if isinstance(t, torch.Tensor):
             m.tensors[f"batch.args[{i}]"] = tensor_entry(t)
@@ -162,68 +175,117 @@ def state_now(batch: tuple | None = None, label: str = "") -> Any:
 
 
 class _Watch:
-    """Records writes to the attributes of chosen objects, through their class's __setattr__."""
+    """Records writes to the attributes of data cursors, through their class's
+    ``__setattr__``, and when each cursor's ``load_state_dict`` last returned: in a resumed
+    process what moves a cursor after its restore counts, however early in the script."""
 
     def __init__(self) -> None:
-        self.objs: dict[int, str] = {}
-        self.writes: list[Any] = []
-        self.undo: list[tuple[type, Any]] = []
-        self.on = False
-
-    def start(self, cursors: dict[str, Any]) -> None:
-        import torch
-
-        for name, o in cursors.items():
-            if isinstance(o, torch.utils.data.dataloader._BaseDataLoaderIter):
-                continue  # torch's own iterator: its count says enough
-            self.objs[id(o)] = name
-            cls = type(o)
-            if any(c is cls for c, _ in self.undo):
-                continue
-            had = cls.__dict__.get("__setattr__")
-            self.undo.append((cls, had))
-            cls.__setattr__ = self._recorder(cls.__setattr__)
+        self.writes: deque[tuple[int, int, Any]] = deque(maxlen=10_000)  # (seq, id, write)
+        self.seq = 0
+        self.restored: dict[int, int] = {}  # id(cursor) -> seq when its restore returned
+        self.classes: set[type] = set()
         self.on = True
 
-    def stop(self) -> None:
-        self.on = False
-        for cls, had in reversed(self.undo):
-            if had is None:
-                del cls.__setattr__
-            else:
-                cls.__setattr__ = had
-        self.undo.clear()
-
-    def _recorder(self, orig):
-        watch = self
+    def watch_class(self, cls: type) -> None:
+        if cls in self.classes:
+            return
+        self.classes.add(cls)
+        watch, orig_set, orig_load = self, cls.__setattr__, cls.load_state_dict
 
         def __setattr__(obj, attr, value):
-            orig(obj, attr, value)
-            name = watch.objs.get(id(obj))
-            if watch.on and name is not None:
-                watch.record(name, attr, value, sys._getframe(1))
+            orig_set(obj, attr, value)
+            if watch.on:
+                watch.seq += 1
+                watch.writes.append((watch.seq, id(obj), _written(attr, value, sys._getframe(1))))
 
-        return __setattr__
+        @functools.wraps(orig_load)
+        def load_state_dict(obj, *args, **kwargs):
+            out = orig_load(obj, *args, **kwargs)
+            watch.seq += 1
+            watch.restored[id(obj)] = watch.seq
+            return out
 
-    def record(self, name: str, attr: str, value: Any, frame: Any) -> None:
-        from .manifest import AttrWrite
+        cls.__setattr__ = __setattr__
+        cls.load_state_dict = load_state_dict
 
-        mod = frame.f_globals.get("__name__")
-        entry, up = frame, frame.f_back
-        while up is not None and up.f_globals.get("__name__") == mod:
-            entry, up = up, up.f_back
-        shown = repr(value)[:200] if isinstance(value, _PLAIN) else type(value).__name__
-        self.writes.append(
-            AttrWrite(
-                obj=name,
-                attr=attr,
-                value=shown,
-                target=f"{mod}:{entry.f_code.co_qualname}",
-                site=f"{frame.f_code.co_filename}:{frame.f_lineno}",
-                caller=f"{up.f_code.co_filename}:{up.f_lineno}" if up else None,
-                caller_function=up.f_code.co_qualname if up else None,
-            )
-        )
+    def since(self, start: int, names: dict[int, str], resumed: bool) -> list[Any]:
+        """The writes to the named cursors after ``start`` (after their restore, in a
+        resumed process), each with its cursor's name."""
+        out = []
+        for seq, oid, w in self.writes:
+            name = names.get(oid)
+            begin = self.restored.get(oid, start) if resumed else start
+            if name is not None and seq > begin:
+                out.append(w.model_copy(update={"obj": name}))
+        return out
+
+
+def _written(attr: str, value: Any, frame: Any) -> Any:
+    """One write, with the function it entered the cursor's module through and its caller."""
+    from .manifest import AttrWrite
+
+    mod = frame.f_globals.get("__name__")
+    entry, up = frame, frame.f_back
+    while up is not None and up.f_globals.get("__name__") == mod:
+        entry, up = up, up.f_back
+    shown = repr(value)[:200] if isinstance(value, _PLAIN) else type(value).__name__
+    return AttrWrite(
+        obj="",
+        attr=attr,
+        value=shown,
+        target=f"{mod}:{entry.f_code.co_qualname}",
+        site=f"{frame.f_code.co_filename}:{frame.f_lineno}",
+        caller=f"{up.f_code.co_filename}:{up.f_lineno}" if up else None,
+        caller_function=up.f_code.co_qualname if up else None,
+    )
+
+
+def _is_cursor_class(obj: Any, module: str) -> bool:
+    import torch
+
+    return (
+        isinstance(obj, type)
+        and obj.__dict__.get("__module__") == module
+        and callable(getattr(obj, "state_dict", None))
+        and callable(getattr(obj, "load_state_dict", None))
+        and not issubclass(obj, torch.nn.Module | torch.optim.Optimizer)
+    )
+
+
+class _OwnModules(importlib.abc.MetaPathFinder):
+    """Watches the cursor classes of the job's own modules (files under its working
+    directory, outside any site-packages) as each module finishes executing."""
+
+    def __init__(self, root: str, watch: _Watch) -> None:
+        self.root, self.watch, self.busy = root.rstrip("/") + "/", watch, False
+
+    def find_spec(self, name, path, target=None):  # noqa: ANN001 - the finder protocol
+        if self.busy:
+            return None
+        self.busy = True
+        try:
+            # only the finders after this one: those before it (the patch finders) call it
+            later = sys.meta_path[sys.meta_path.index(self) + 1 :] if self in sys.meta_path else []
+            others = [f for f in later if hasattr(f, "find_spec")]
+            spec = next((s for f in others if (s := f.find_spec(name, path, target))), None)
+        finally:
+            self.busy = False
+        origin = getattr(spec, "origin", None) or ""
+        loader = getattr(spec, "loader", None)
+        if not origin.startswith(self.root) or "/site-packages/" in origin:
+            return spec
+        if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
+            return spec
+        run_module, watch = loader.exec_module, self.watch
+
+        def exec_module(module):  # noqa: ANN001, ANN202
+            run_module(module)
+            for obj in list(vars(module).values()):
+                if _is_cursor_class(obj, module.__name__):
+                    watch.watch_class(obj)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 class _Capture:
@@ -235,12 +297,27 @@ class _Capture:
         self.done = False
         self.watch = _Watch()
         self.hook: Any = None
+        self.opened = 0  # the write sequence number at after-K
+        self.rng_start: dict[str, str] = {}
 
     def install(self) -> None:
         import torch
 
+        from .manifest import rng_streams
         from .policies import on_import
 
+        try:
+            import numpy.random  # noqa: F401 - its global stream exists from here on
+        except ImportError:
+            pass
+        self.rng_start = rng_streams()
+        # just before the path finder: any finder that patches a module on import stays
+        # ahead of this one and still sees every module first
+        at = next(
+            (i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
+            len(sys.meta_path),
+        )
+        sys.meta_path.insert(at, _OwnModules(os.getcwd(), self.watch))
         self.hook = torch.nn.modules.module.register_module_forward_pre_hook(self.on_forward)
         if "triage_agent.metrics" in sys.modules:
             self.patch_metrics(sys.modules["triage_agent.metrics"])
@@ -261,7 +338,7 @@ class _Capture:
             point=point,
             rank=rank,
             pid=os.getpid(),
-            manifest=state_now(batch, label=point),
+            manifest=state_now(batch, label=point, rng_start=self.rng_start),
             writes=writes or [],
         )
         out = Path(self.cfg.out_dir)
@@ -276,8 +353,11 @@ class _Capture:
             return
         self.write(f"after-{self.cfg.after_step}")
         self.after = True
+        self.opened = self.watch.seq
         try:
-            self.watch.start(_cursors())
+            for o in _cursors().values():
+                if _own_class(type(o)):
+                    self.watch.watch_class(type(o))
         except Exception as exc:  # noqa: BLE001 - as in write
             sys.stderr.write(f"triage state capture: cursors not watched: {exc!r}"[:300] + "\n")
 
@@ -294,14 +374,16 @@ class _Capture:
                     self.finish()
                     return None
         if self.after:
-            self.watch.stop()
-            self.write(f"step-{self.cfg.after_step + 1}", args, self.watch.writes)
+            self.watch.on = False
+            names = {id(o): name for name, o in _cursors().items()}
+            writes = self.watch.since(self.opened, names, self.resumed)
+            self.write(f"step-{self.cfg.after_step + 1}", args, writes)
             self.finish()
         return None
 
     def finish(self) -> None:
         self.done = True
-        self.watch.stop()
+        self.watch.on = False
         if self.hook is not None:
             self.hook.remove()
         if self.cfg.stop:
