@@ -20,6 +20,9 @@ The mapping is a statement of the project's contract, not knowledge of any case:
 - precision: a declared setting whose two values name two precisions (fp32 against bf16):
   the runs were asked, by the values themselves, to compute in different precisions; proven
   to carry the difference, that is a numerical-policy difference.
+- config-policy, config-defect: a proven config setting read further from the op trace of
+  the two runs (workflow/setting_effect.py): the same arithmetic reordered is a policy, a
+  scalar an op is given that changes with the setting is a defect the setting exposes.
 - source-change: reverting one changed file alone makes every step match; which file is
   proven, whether its new arithmetic is wrong is not: unknown until someone reads it.
 
@@ -50,6 +53,8 @@ CLASSIFICATION: dict[str, Classification] = {
     "config": Classification.unknown,
     "precision": Classification.policy_difference,
     "environment": Classification.environment,
+    "config-policy": Classification.policy_difference,
+    "config-defect": Classification.bug,
 }
 
 FIX_POLICY: dict[str, str] = {
@@ -76,6 +81,10 @@ FIX_TEXT: dict[str, str] = {
     "precision": "the runs were asked to compute in different precisions: declare one the numerical "
     "policy and give both runs that value",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
+    "config-policy": "the setting computes the same quantity in another order: declare one value "
+    "the numerical policy and give both runs that value",
+    "config-defect": "fix the code named: the value it gives the op should not depend on the "
+    "setting; then the two values of the setting agree bit for bit",
 }
 
 # Base op names (the in-place trailing '_' dropped) of each family, compared whole.

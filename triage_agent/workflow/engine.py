@@ -43,6 +43,7 @@ from .declared import declared_differences, hypothesis_for
 from .fixcheck import bisect_source_change, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
 from .prefetch import Prefetch
+from .setting_effect import read_proven_setting
 from .stage1 import run_stage1
 from .stage2 import Stage2Result
 from .structural import extra_call_arms
@@ -283,7 +284,23 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
                 )
     # A setting the runs were given differently is often the premise of the comparison, not
     # its answer: it is tried only when nothing more specific was proven.
-    arms("declared config differences", [a for a in declared if a.kind != "env"])
+    setting = arms("declared config differences", [a for a in declared if a.kind != "env"])
+    if setting is not None and setting.category == "config" and trace is not None:
+        # Proven to carry the difference, the setting is read further from the trace of the
+        # two runs, which differ in it alone: a policy, or a defect it exposes, or unknown.
+        read = read_proven_setting(
+            case,
+            ledger,
+            rep,
+            setting,
+            where[setting.id],
+            trace.evidence,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("setting", m),
+        )
+        if read is not None:
+            where[setting.id] = read.location
     candidates = _candidates(ledger, trace)
 
     if (

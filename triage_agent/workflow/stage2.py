@@ -187,6 +187,31 @@ class _Ctx:
                 self.extra_calls.append(c)
 
 
+def new_context(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    *,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None],
+    executor: Executor | None = None,
+) -> _Ctx:
+    """What the traced relaunches of one pass share, the untraced baselines among it."""
+    ws = Path(ledger.workspace)
+    return _Ctx(
+        case=case,
+        ledger=ledger,
+        rep=rep,
+        ws=ws,
+        base={o.run: o.metrics for o in materialize_case(case, ws)},
+        timeout_s=timeout_s,
+        deadline=deadline,
+        on_status=on_status,
+        executor=executor or Executor(),
+    )
+
+
 def _call_key(c: Candidate) -> tuple:
     return (c.kind, c.rank, c.step, c.event, c.call_site, c.order)
 
@@ -491,16 +516,14 @@ def run_stage2(
         latest = {e.id: e for e in st.evidence}.get(prior.evidence.id, prior.evidence)
         return prior.model_copy(update={"evidence": latest})
     ws = Path(ledger.workspace)
-    ctx = _Ctx(
-        case=case,
-        ledger=ledger,
-        rep=rep,
-        ws=ws,
-        base={o.run: o.metrics for o in materialize_case(case, ws)},
+    ctx = new_context(
+        case,
+        ledger,
+        rep,
         timeout_s=timeout_s,
         deadline=deadline,
         on_status=on_status,
-        executor=executor or Executor(),
+        executor=executor,
     )
     n = rep.step
     first_step = rep.diff.common_steps[0] if rep.diff.common_steps else 0
@@ -516,6 +539,7 @@ def run_stage2(
     final = ev
     origin = _origin(res) if res else None
     arises: Earliest | None = None
+    edge = window[0]  # a difference arising at or before this step came from before it
     first_d = _earliest(res) if res else None
     if res is not None and origin is None:
         # Nothing in the modules (or modules identical while the metric bits differ: the
@@ -523,13 +547,19 @@ def run_stage2(
         # capture ATen ops over the whole step where the first difference appeared.
         first = _earliest(res)
         step = max(first.ref.step, window[0]) if first else window[1]
+        # A loss at step N reflects updates 0..N-1: when step N's forward already reads
+        # different inputs and the step before matched at module level, the update that made
+        # them differ ran outside every module (a hand-written optimizer, a clip): trace it too.
+        upstream = first is not None and first.role == "receiver" and first.ref.phase == "forward"
+        lo = max(step - 1 if upstream else step, window[0])
+        edge = step
         ledger.add_evidence(ev.model_copy(update={"hypotheses": [h.id for h in supported]}))
-        op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(step, step), level="op", digest="both")
+        op_cfg = CaptureConfig(out_dir=ws / "unused", steps=(lo, step), level="op", digest="both")
         res2, ev2 = trace_and_compare(ctx, op_cfg, "whole-step op trace")
         origin = _origin(res2) if res2 else None
         if origin is None and searched_all:
             arises = (_earliest(res2) if res2 else None) or first
-        res, ev, final, window = res2, ev2, ev2, (step, step)
+        res, ev, final, window = res2, ev2, ev2, (lo, step)
         first_d = (_earliest(res2) if res2 else None) or first_d
     if origin is not None and (origin.b or origin.a).kind == "module":
         origin, res, ev, final = _narrow_to_ops(ctx, origin, res, ev, supported)
@@ -557,9 +587,9 @@ def run_stage2(
         origin_hypothesis=hyp.id if hyp else None,
         explains=explained,
         widen=widen,
-        arises_at=arises.ref.step if arises and arises.ref.step <= window[0] else None,
-        arises_phase=arises.ref.phase if arises and arises.ref.step <= window[0] else None,
-        arises_role=arises.role if arises and arises.ref.step <= window[0] else None,
+        arises_at=arises.ref.step if arises and arises.ref.step <= edge else None,
+        arises_phase=arises.ref.phase if arises and arises.ref.step <= edge else None,
+        arises_role=arises.role if arises and arises.ref.step <= edge else None,
         first_step=first_step,
         searched=searched,
         extra_calls=ctx.extra_calls[:20],
