@@ -192,7 +192,19 @@ class RerunData(_Data):
 
 
 class ManifestData(_Data):
+    """State manifests of both runs compared at step boundaries (parameters, optimizer state,
+    RNG streams, data cursors)."""
+
     kind: Literal["manifest"] = "manifest"
+    after_step: int | None = Field(default=None, description="the last step whose bits match")
+    differences: list[str] = Field(default_factory=list, description="each difference, said")
+    diffs: list[Json] = Field(default_factory=list, description="the boundary diffs")
+    writes: dict[str, list[Json]] = Field(
+        default_factory=dict, description="run name -> the writes that moved a cursor"
+    )
+    records: dict[str, str] = Field(
+        default_factory=dict, description="run name -> the directory its manifests are in"
+    )
 
 
 class NoteData(_Data):

@@ -32,6 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..boundary_capture import BoundaryConfig, launch_env
+from ..evidence_data import ManifestData
 from ..ledger import Ledger
 from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
@@ -355,15 +356,15 @@ def boundary_arms(
             result=EvidenceResult.observed,
             summary=summary,
             hypotheses=[a.hypothesis.id for a in result.arms],
-            data={
-                "after_step": k,
-                "differences": lines,
-                "diffs": [d.model_dump(mode="json") for d in result.diffs],
-                "writes": {
+            data=ManifestData(
+                after_step=k,
+                differences=lines,
+                diffs=[d.model_dump(mode="json") for d in result.diffs],
+                writes={
                     run: [w.model_dump() for r in rs for w in r.writes] for run, rs in recs.items()
                 },
-                "records": {run: o.out_dir for run, o in outs.items()},
-            },
+                records={run: o.out_dir for run, o in outs.items()},
+            ),
         )
     )
     result.evidence = ev.id
