@@ -1,0 +1,111 @@
+"""State at step boundaries on a job this file builds: a shard reader whose position is
+saved and restored, then moved back by a call the loop makes only after a resume. The
+workflow must find the call from the state manifests, name the loop's line and prove it by
+suppressing the call in the resumed run alone."""
+
+from __future__ import annotations
+
+import json
+
+from triage_agent.ledger import Ledger
+from triage_agent.records import Case, EvidenceKind, RunSpec
+from triage_agent.workflow.engine import RunOptions, run_workflow
+
+SHARDS = """import torch
+
+
+class ShardReader:
+    def __init__(self):
+        g = torch.Generator().manual_seed(3)
+        self.rows = torch.randn(512, 6, generator=g)
+        self.offset = 0
+
+    def restart_shard(self):
+        self.offset = 0
+
+    def take(self, n):
+        out = self.rows[self.offset : self.offset + n]
+        self.offset += n
+        return out
+
+    def state_dict(self):
+        return {"offset": self.offset}
+
+    def load_state_dict(self, s):
+        self.offset = s["offset"]
+"""
+
+TRAIN = """import sys
+
+import torch
+from shards import ShardReader
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+torch.manual_seed(1)
+net = torch.nn.Linear(6, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.05)
+reader = ShardReader()
+step, resumed = 0, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    reader.load_state_dict(ck["reader"])
+    resumed = ck["step"]
+    step = resumed + 1
+    reader.restart_shard()
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = net(reader.take(16)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    step += 1
+log.close()
+if save != "-":
+    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "reader": reader.state_dict(), "step": last}, save)
+"""
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln)
+
+
+def test_a_cursor_moved_after_resume_is_found_from_the_state_and_proven(tmp_path):
+    (tmp_path / "shards.py").write_text(SHARDS)
+    (tmp_path / "train.py").write_text(TRAIN)
+    cmd = ["{python}", "train.py", "{out}"]
+    case = Case(
+        name="shard-resume",
+        workspace=str(tmp_path / "ws"),
+        run_a=RunSpec(name="a", metrics="{out}", cwd=str(tmp_path), launch=[[*cmd, "7", "-", "-"]]),
+        run_b=RunSpec(
+            name="b",
+            metrics="{out}",
+            cwd=str(tmp_path),
+            launch=[[*cmd, "3", "{out}/ck.pt", "-"], [*cmd, "7", "-", "{out}/ck.pt"]],
+        ),
+        source_roots=[str(tmp_path)],
+        scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "shards.py")],
+        timeout_s=120,
+    )
+    ledger = Ledger(case.workspace)
+    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=6)).verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert f"train.py:{_line(TRAIN, 'reader.restart_shard()')}" in (v.location or "")
+    st = ledger.state()
+    proof = [e for e in st.evidence if e.id in v.evidence and e.kind == EvidenceKind.rerun]
+    assert proof and proof[-1].result.value == "supported"
+    recorded = json.dumps(proof[-1].model_dump(mode="json")["data"])
+    assert "suppress shards:ShardReader.restart_shard" in recorded
+    # the state evidence says what differed: the cursor B resumed with is not the one it
+    # saved, the batch of step 4 differs, and no RNG stream does (none is used unseeded)
+    manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)
+    data = manifest.model_dump(mode="json")["data"]
+    said = " ".join(data.get("differences") or data.get("extra", {}).get("differences", []))
+    assert "B saved {'shards:ShardReader': {'offset': 64}}, B resumed" in said
+    assert "step-4 rank 0: batch consumed" in said
+    assert "RNG stream" not in said
