@@ -234,6 +234,7 @@ class Tracer:
         self._installed = False
         self._closed = False
         self.digests_staged = 0  # for tests and benchmarks: how many digests were computed
+        self.metric_files: list[str] = []  # the job's MetricLog files, as they are opened
 
     # -- lifecycle ---------------------------------------------------------------------
     def _header(self) -> TraceHeader:
@@ -458,6 +459,7 @@ class Tracer:
         @functools.wraps(orig_init)
         def __init__(log, *args, **kwargs):
             orig_init(log, *args, **kwargs)
+            tracer.metric_files.append(str(Path(log.file).resolve()))
             if tracer._source == "optimizer":
                 tracer._source = "metrics"
             resumed = sig.bind(log, *args, **kwargs).arguments.get("resumed_from")

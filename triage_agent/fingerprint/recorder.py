@@ -25,6 +25,7 @@ steps), as for ``triage trace``.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -41,6 +42,7 @@ from .sink import PendingEvent, TraceSink
 
 RECORD_ENV = "TRIAGE_RECORD_CONFIG"
 SETTINGS_NAME = "record_config.json"
+METRICS_NAME = "metric_files.json"
 SITE_DIR = ".site"
 _SITECUSTOMIZE = (
     "# written by triage record: starts the flight recorder in every Python process\n"
@@ -103,6 +105,10 @@ class RingSink:
         self.cap_bytes = cap_bytes
         self.events_written = 0
         self.steps_written: list[int] = []
+        # the tracer's list of the job's MetricLog files (see start); kept beside the ring so a
+        # reader can check the recorded run's metric bits against an unrecorded run's
+        self.metric_files: list[str] = []
+        self._metric_files_said = 0
         self.deleted: list[str] = []
         self._seg: TraceSink | None = None
         self._seg_steps: list[int] = []
@@ -123,6 +129,10 @@ class RingSink:
             self._seg_steps = []
         self._seg.write_step(step, events)
         self._seg_steps.append(step)
+        if len(self.metric_files) != self._metric_files_said:
+            self._metric_files_said = len(self.metric_files)
+            path = rank_dir(self.root, self.rank) / METRICS_NAME
+            path.write_text(json.dumps({"files": sorted(set(self.metric_files))}))
         self.events_written += len(events)
         self.steps_written.append(step)
         if self._seg.path is not None and self._seg.path.stat().st_size >= self.segment_bytes:
@@ -169,6 +179,7 @@ def start(settings: RecorderSettings, **tracer_kwargs):
         settings.segment_bytes,
         settings.cap_bytes,
     )
+    tracer.sink.metric_files = tracer.metric_files
     return tracer
 
 
@@ -241,8 +252,6 @@ def _ranks(root: Path) -> list[int]:
 
 
 def _segment_steps(seg: Path, rank: int) -> list[int]:
-    import json
-
     f = seg / trace_filename(rank)
     if not f.is_file():
         return []
@@ -353,3 +362,33 @@ def _line_step(line: str) -> int | None:
         return int(line[j:k])
     except ValueError:
         return None
+
+
+def read_settings(root: Path) -> RecorderSettings | None:
+    """The settings a recording was made with; None where ``root`` is no recording."""
+    path = Path(root) / SETTINGS_NAME
+    if not path.is_file() or not any(Path(root).glob("rank*/seg*")):
+        return None
+    try:
+        return RecorderSettings.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def metric_source(root: Path) -> tuple[Path | None, str]:
+    """The directory holding the recorded run's metric files, or (None, why it is not known)."""
+    files: set[str] = set()
+    for r in _ranks(root):
+        path = rank_dir(root, r) / METRICS_NAME
+        try:
+            files.update(json.loads(path.read_text())["files"])
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, f"{path} cannot be read"
+    if not files:
+        return None, "no process of the recorded run opened a MetricLog, so its metric bits are unknown"
+    dirs = sorted({str(Path(f).parent) for f in files})
+    if len(dirs) > 1:
+        return None, f"the recorded run wrote its metrics in {len(dirs)} directories ({dirs[0]}, ...)"
+    return Path(dirs[0]), ""

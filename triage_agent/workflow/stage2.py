@@ -46,6 +46,7 @@ from .characterize import MismatchReport
 from .classify import ATOMIC_OPS, CLASSIFICATION, RANDOM_OPS, EventSite, explains, parse_op
 from .fixcheck import relaunch_evidence
 from .markers import done_for
+from .recorded import recorded_pair
 
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
 
@@ -230,7 +231,8 @@ def trace_and_compare(
         on_status(f"{label}: tracing both runs at {level} level, steps {cfg.steps}")
         cfg = cfg.model_copy(update={"level": level})
         tag = f"{label.replace(' ', '-')}-{level}" + ("-retry" if retried else "")
-        ta, tb = materialize_both(
+        recorded = None if retried else recorded_pair(ctx, cfg, label)
+        ta, tb = recorded or materialize_both(
             case, ws, tag, capture=cfg, timeout_s=timeout_s, progress=on_status
         )
         restart = next((o for o in (ta, tb) if o.step_restart), None)
