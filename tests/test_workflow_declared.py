@@ -147,11 +147,13 @@ def test_a_launch_flag_is_tried_when_nothing_more_specific_is_proven(tmp_path):
     result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
     st = ledger.state()
     v = result.verdict
-    # proven to carry the difference, which is the premise of the comparison: whether the two
-    # orders are meant to differ (a policy) or to be equivalent (a bug) the bits do not show
-    assert v.classification.value == "unknown", v
+    # proven to carry the difference, then read from the op trace: the same four parts
+    # summed in another order, the metrics a few ulps apart, a numerical policy
+    assert v.classification.value == "policy-difference", v
     assert v.hypothesis is not None and "config:--accumulate" in (v.location or "")
-    assert "decide whether its two values are meant" in v.next_action
+    hyp = st.hypotheses[v.hypothesis]
+    assert hyp.category == "config-policy"
+    assert "reorders or regroups the same arithmetic" in hyp.statement
     rows = discriminator_rows(st)
     assert rows[-1].changed == "launch flag --accumulate=forward"
     assert rows[-1].outcome == "all 4 steps match"
