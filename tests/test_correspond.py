@@ -20,6 +20,7 @@ from triage_agent.correspond.boundaries import build_table
 from triage_agent.correspond.mapping import build_mapping
 from triage_agent.correspond.table import markdown, verdict_line
 from triage_agent.errors import InputError
+from triage_agent.runs import free_port
 
 pytest.importorskip("deepspeed")
 
@@ -29,7 +30,7 @@ JOB = textwrap.dedent(
     import torch, deepspeed
     from triage_agent.correspond.capture import attach_deepspeed
 
-    out, stage, decay, wrap = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    out, stage, decay, wrap, clip = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
     torch.manual_seed(5)
 
@@ -60,7 +61,7 @@ JOB = textwrap.dedent(
     else:
         params = [p for n, p in named]
     cfg = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
-           "zero_optimization": {"stage": stage}, "gradient_clipping": 0.0,
+           "zero_optimization": {"stage": stage}, "gradient_clipping": clip,
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "weight_decay": 0.1,
                                                      "torch_adam": True}},
            "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
@@ -78,7 +79,9 @@ JOB = textwrap.dedent(
 )
 
 
-def _job(tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plain") -> Path:
+def _job(
+    tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plain", clip: float = 0.0
+) -> Path:
     script = tmp / "job.py"
     script.write_text(JOB)
     out = tmp / name
@@ -89,14 +92,14 @@ def _job(tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plai
         RANK="0",
         LOCAL_RANK="0",
         WORLD_SIZE="1",
-        MASTER_PORT=str(29600 + stage * 10 + len(name)),
+        MASTER_PORT=str(free_port()),
     )
     done = subprocess.run(
-        [sys.executable, str(script), str(out), str(stage), decay, wrap],
+        [sys.executable, str(script), str(out), str(stage), decay, wrap, repr(clip)],
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return out
@@ -109,6 +112,8 @@ def captures(tmp_path_factory) -> dict[str, Path]:
         "z1": _job(tmp, "z1", 1),
         "z2": _job(tmp, "z2", 2, wrap="wrap"),
         "z2m": _job(tmp, "z2m", 2, decay="matrices"),
+        "clip": _job(tmp, "clip", 1, clip=0.01),
+        "clip2": _job(tmp, "clip2", 1, clip=0.010000001),
     }
 
 
@@ -139,8 +144,7 @@ def test_mapping_pairs_by_init_bytes_through_a_wrapper_and_ties_by_name(captures
     by_a = {p.a: p for p in m.pairs}
     assert len(m.pairs) == 7 and not m.unmapped, m.unmapped
     assert by_a["fc.weight"].b == "module.fc.weight"
-    # norm.weight starts at ones like no other tensor of its shape... but norm.bias starts
-    # at zeros: each is settled by bytes, names confirm
+    # each pair is settled by its init bytes; the normalised names confirm it
     assert any("sha256" in e for e in by_a["norm.bias"].evidence)
     assert by_a["fc.weight"].b_site.master.startswith("single_partition_of_fp32_groups[0][")
 
@@ -163,6 +167,17 @@ def test_weight_decay_groups_are_found_at_the_master_weights_and_named(captures)
     assert t.policy.explains_all
     assert sorted(t.policy.tensors) == ["fc.bias", "fc2.bias", "norm.bias", "norm.weight"]
     assert "differs (optimizer setting 'weight_decay' per tensor)" in markdown(t)
+
+
+def test_clip_coefficients_a_rounding_apart_are_named_a_gradient_scale(captures):
+    t, _ = build_table(captures["clip"], captures["clip2"])
+    assert t.first is not None and (t.first.step, t.first.boundary) == (0, "grads")
+    assert t.policy is not None
+    assert t.policy.name == "gradient scale (clip coefficient or loss scale)", t.policy
+    # without clipping on either side the same bytes are no gradient-scale difference
+    t2, _ = build_table(captures["z1"], captures["clip"])
+    assert t2.first is not None and t2.first.boundary == "grads"
+    assert t2.policy is not None and t2.policy.name == "grads arithmetic with equal inputs"
 
 
 def test_a_tensor_with_no_partner_is_listed_not_dropped(captures, tmp_path):

@@ -106,12 +106,33 @@ def _shape_classes(names: list[str], mapping: Mapping) -> str:
     return ", ".join(f"{k}: {v}" for k, v in sorted(c.items()))
 
 
+def _ratio_range(
+    first: BoundaryResult, mapping: Mapping, a_dir: Path, b_dir: Path
+) -> tuple[float, float] | None:
+    """(min, max) of B/A over every nonzero element of the differing tensors, or None."""
+    da = load_tensors(Path(a_dir) / f"step{first.step:04d}.pt").get(first.boundary, {})
+    db = load_tensors(Path(b_dir) / f"step{first.step:04d}.pt").get(first.boundary, {})
+    to_b = {p.a: p.b for p in mapping.pairs}
+    lo, hi = float("inf"), float("-inf")
+    for d in first.differing:
+        ta, tb = da.get(d.name), db.get(to_b.get(d.name, ""))
+        if ta is None or tb is None or ta.shape != tb.shape or not ta.is_floating_point():
+            return None
+        ta, tb = ta.double(), tb.double()
+        nz = ta != 0
+        if bool(nz.any()):
+            r = tb[nz] / ta[nz]
+            lo, hi = min(lo, float(r.min())), max(hi, float(r.max()))
+    return (lo, hi) if lo <= hi else None
+
+
 def diagnose(
     first: BoundaryResult,
     results: list[BoundaryResult],
     mapping: Mapping,
     ma: SideMeta,
     mb: SideMeta,
+    dirs: tuple[Path, Path] | None = None,
 ) -> Policy:
     """Name what the evidence at ``first`` points at, from captured facts only: the settings
     each inner optimizer held for each tensor at that step, and whether the boundaries
@@ -148,6 +169,18 @@ def diagnose(
         if r.step == first.step and BOUNDARIES.index(r.boundary) < BOUNDARIES.index(first.boundary)
     ]
     said = f"{len(differing)} of {first.compared} tensors differ ({_shape_classes(differing, mapping)})"
+    ratio = _ratio_range(first, mapping, *dirs) if dirs and first.boundary == "grads" else None
+    if ratio is not None and abs(ratio[0] - 1) < 1e-5 and abs(ratio[1] - 1) < 1e-5:
+        return Policy(
+            name="gradient scale (clip coefficient or loss scale)",
+            detail=(
+                f"{said}; outputs upstream match; B/A over every nonzero element lies in "
+                f"[{ratio[0]:.9g}, {ratio[1]:.9g}]: one scalar multiplies every gradient on "
+                "both sides and its value or rounding differs (how the norm is reduced, "
+                "how the coefficient is formed); trace the norm and the scaling"
+            ),
+            explains_all=False,
+        )
     if first.boundary == "outputs":
         name = "forward arithmetic" if first.step == 0 else "forward from updated weights"
         return Policy(name=name, detail=f"{said}; weights equal at init", explains_all=False)
@@ -169,7 +202,7 @@ def build_table(
     ma, mb = load_side(a_dir), load_side(b_dir)
     results, steps = compare_captures(a_dir, b_dir, mapping)
     first = next((r for r in results if not r.matches), None)
-    policy = diagnose(first, results, mapping, ma, mb) if first else None
+    policy = diagnose(first, results, mapping, ma, mb, (a_dir, b_dir)) if first else None
     rows: list[TableRow] = []
     for boundary in BOUNDARIES:
         mine = [r for r in results if r.boundary == boundary]
