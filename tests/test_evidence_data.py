@@ -23,6 +23,7 @@ from triage_agent.evidence_data import (
     parse_data,
 )
 from triage_agent.ledger import SCHEMA_VERSION, Ledger
+from triage_agent.ledger_view import to_markdown
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 
 
@@ -191,3 +192,9 @@ def test_evidence_data_keeps_its_published_schema_an_object():
     assert Evidence.model_json_schema()["properties"]["data"]["type"] == "object"
     ev = Evidence(kind="replay", result="observed", summary="s", data=ReplayData(repeats=3))
     assert ev.model_dump(mode="json")["data"] == {"repeats": 3}
+
+
+def test_a_version_1_ledger_reads_to_the_markdown_version_1_code_wrote(tmp_path):
+    # ledger-v1.md was rendered from ledger-v1.jsonl by the code that wrote version 1
+    shown = to_markdown(_v1_copy(tmp_path).state())
+    assert shown == (V1_LEDGER.parent / "ledger-v1.md").read_text()
