@@ -34,12 +34,12 @@ for iv in "$@"; do
 done
 # A second cell, explored and not proven: both with gradient clipping at norm 1.0
 python3 -c "import json; c=json.load(open('zero2.json')); c['gradient_clipping']=1.0; json.dump(c, open('/tmp/zero2_clip.json','w'))"
-python3 train_megatron.py --out "$OUTDIR/clip-a" --clip-grad 1.0 --boundaries "$OUTDIR/clip-a/boundaries" > "$OUTDIR/clip-a.log" 2>&1
-python3 train_deepspeed.py --out "$OUTDIR/clip-b" --deepspeed_config /tmp/zero2_clip.json --decay matrices --boundaries "$OUTDIR/clip-b/boundaries" > "$OUTDIR/clip-b.log" 2>&1
+python3 train_megatron.py --out "$OUTDIR/clip-a" --clip-grad 1.0 --port 29531 --boundaries "$OUTDIR/clip-a/boundaries" > "$OUTDIR/clip-a.log" 2>&1
+python3 train_deepspeed.py --out "$OUTDIR/clip-b" --deepspeed_config /tmp/zero2_clip.json --decay matrices --port 29532 --boundaries "$OUTDIR/clip-b/boundaries" > "$OUTDIR/clip-b.log" 2>&1
 echo "cell: clip_grad 1.0 on both, B with --decay=matrices"
 triage correspond compare "$OUTDIR/clip-a/boundaries" "$OUTDIR/clip-b/boundaries" --out "$OUTDIR/tclip" 2>&1 | tee "$OUTDIR/tclip.txt"
 # B without its capture: the dumps must not move B's metric bits
-python3 train_deepspeed.py --out "$OUTDIR/b-plain" --deepspeed_config zero2.json > "$OUTDIR/b-plain.log" 2>&1
+python3 train_deepspeed.py --out "$OUTDIR/b-plain" --deepspeed_config zero2.json --port 29533 > "$OUTDIR/b-plain.log" 2>&1
 echo "capture perturbation check (B with dumps vs B without):"
 triage metrics diff "$(ls -d "$WS"/runs/b/baseline-* | head -1)" "$OUTDIR/b-plain" 2>&1 | tail -3
 if [ -n "${GPU_TESTS:-}" ]; then

@@ -33,9 +33,10 @@ def main() -> None:
     p.add_argument("--deepspeed_config", required=True)
     p.add_argument("--decay", choices=["all", "matrices"], default="all")
     p.add_argument("--boundaries", default=None)
+    p.add_argument("--port", type=int, default=29517, help="the process group's TCP port")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    gpt.init_parallel()
+    gpt.init_parallel(args.port)
     model = gpt.build_model(gpt.build_config())
     engine, _, _, _ = deepspeed.initialize(
         model=model,

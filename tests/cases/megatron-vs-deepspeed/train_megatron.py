@@ -26,9 +26,10 @@ def main() -> None:
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip-grad", type=float, default=0.0)
     p.add_argument("--boundaries", default=None)
+    p.add_argument("--port", type=int, default=29517, help="the process group's TCP port")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    gpt.init_parallel()
+    gpt.init_parallel(args.port)
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
