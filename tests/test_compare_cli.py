@@ -6,33 +6,23 @@ import json
 import subprocess
 import sys
 
-import pytest
-from test_compare_support import chain, write_trace
+from test_compare_support import chain, run_compare_cli, write_trace
 
-from triage_agent.cli.app import main
 from triage_agent.compare.synth import SynthSpec, write_pair
-
-
-def _run(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["triage", "compare", *map(str, args)])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_cli_exit_codes_and_formats(tmp_path, monkeypatch, capsys):
     a, b = write_pair(SynthSpec(events=300, diverge_at=200, insert_at=[50]), tmp_path)
-    code, out, _ = _run(monkeypatch, capsys, a, a)
+    code, out, _ = run_compare_cli(monkeypatch, capsys, a, a)
     assert code == 0 and "identical" in out
-    code, out, _ = _run(monkeypatch, capsys, a, b, "--format", "json")
+    code, out, _ = run_compare_cli(monkeypatch, capsys, a, b, "--format", "json")
     assert code == 1
     doc = json.loads(out)
     assert doc["status"] == "diverged" and doc["ranks"][0]["origin"]["a"]["index"] == 200
-    code, out, _ = _run(monkeypatch, capsys, a, b, "--format", "md", "--rank", "0")
+    code, out, _ = run_compare_cli(monkeypatch, capsys, a, b, "--format", "md", "--rank", "0")
     assert code == 1 and "**Origin** (origin)" in out and "aten::clone" in out
     trace = tmp_path / "view.json"
-    code, _, _ = _run(monkeypatch, capsys, a, b, "--format", "perfetto", "-o", trace)
+    code, _, _ = run_compare_cli(monkeypatch, capsys, a, b, "--format", "perfetto", "-o", trace)
     view = json.loads(trace.read_text())["traceEvents"]
     assert code == 1
     assert {e["pid"] for e in view if e["ph"] == "X"} == {1, 2}
@@ -46,13 +36,13 @@ def test_cli_malformed_names_file_and_line(tmp_path, monkeypatch, capsys):
     lines = p.read_text().splitlines()
     lines[2] = '{"type": "event", "seq": 1, "step": 0, "kind": "nope"}'
     p.write_text("\n".join(lines) + "\n")
-    code, _, err = _run(monkeypatch, capsys, tmp_path / "a", tmp_path / "b")
+    code, _, err = run_compare_cli(monkeypatch, capsys, tmp_path / "a", tmp_path / "b")
     assert code == 2
     assert "trace_rank00000.jsonl:3" in err and "Traceback" not in err
 
 
 def test_cli_missing_path_is_exit_2(tmp_path, monkeypatch, capsys):
-    code, _, err = _run(monkeypatch, capsys, tmp_path / "nope", tmp_path / "nope2")
+    code, _, err = run_compare_cli(monkeypatch, capsys, tmp_path / "nope", tmp_path / "nope2")
     assert code == 2 and "no such file" in err
 
 
@@ -72,5 +62,5 @@ def test_cli_identical_but_incomplete_is_exit_3(tmp_path, monkeypatch, capsys):
     f = b / "trace_rank00000.jsonl"
     data = f.read_bytes()
     f.write_bytes(data[: len(data) // 2])  # B crashed mid-write: a torn last line
-    code, out, _ = _run(monkeypatch, capsys, a, b)
+    code, out, _ = run_compare_cli(monkeypatch, capsys, a, b)
     assert code == 3 and "identical" in out and "incomplete" in out

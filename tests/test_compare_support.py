@@ -65,3 +65,18 @@ def chain(n: int, diverge: int | None = None, names=("mm", "add", "gelu")) -> li
         out.append(ev(i, f"aten::{names[i % len(names)]}", [prev], [o], scope=f"l{i // 4}"))
         prev = o
     return out
+
+
+def run_compare_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """``triage compare ARGS`` in this process: its exit code, stdout and stderr."""
+    import sys
+
+    import pytest
+
+    from triage_agent.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["triage", "compare", *map(str, args)])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err

@@ -15,7 +15,7 @@ import sys
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from test_bisect_support import ONE_BAD, make_case, probe_launches, write_case_toml
-from test_mcp_support import run_async
+from test_mcp_support import assert_refused, run_async
 
 from triage_agent.ledger import Ledger
 
@@ -63,14 +63,9 @@ def test_mcp_bisect_source_over_stdio(tmp_path):
         "budget_minutes",
         "timeout_s",
     }
-    for name, said in (
-        ("flag", "invalid git revision"),
-        ("repo", "outside the allowed roots"),
-        ("cmd", "command"),
-    ):
-        r = out[name]
-        assert r.is_error and said in r.content[0].text, (name, r.content)
-        assert "Traceback" not in r.content[0].text
+    assert_refused(
+        out, {"flag": "invalid git revision", "repo": "outside the allowed roots", "cmd": "command"}
+    )
     r = out["run"]
     assert not r.is_error, r.content
     sc = r.structured_content

@@ -13,7 +13,7 @@ import sys
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from test_mcp_support import make_relaunch_workspace, run_async
+from test_mcp_support import assert_refused, make_relaunch_workspace, run_async
 
 from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind
@@ -68,15 +68,15 @@ def test_mcp_rerun_with_intervention_over_stdio(tmp_path):
     assert sc["argv"][0][-1] == "--perturb-at=-1" and sc["seconds"] > 0
     wrong = out["wrong"].structured_content
     assert wrong["line"] == "first differing step 2" and wrong["result"] == "refuted"
-    for name, said in (
-        ("bad", "unknown kind 'bogus'"),
-        ("code", "selects code to run"),
-        ("revert", "use the revert_file tool"),
-        ("empty", "interventions"),
-    ):
-        r = out[name]
-        assert r.is_error and said in r.content[0].text, (name, r.content)
-        assert "Traceback" not in r.content[0].text
+    assert_refused(
+        out,
+        {
+            "bad": "unknown kind 'bogus'",
+            "code": "selects code to run",
+            "revert": "use the revert_file tool",
+            "empty": "interventions",
+        },
+    )
     reruns = [e for e in Ledger(ws / ".triage").state().evidence if e.kind == EvidenceKind.rerun]
     assert [e.id for e in reruns] == [sc["evidence_id"], wrong["evidence_id"]]
     assert reruns[0].data.rerun["commands"] == sc["argv"]

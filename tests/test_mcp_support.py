@@ -118,3 +118,11 @@ def reduce_grads(grad):
     dist.all_reduce(low)
     grad.copy_(low.float())
 """
+
+
+def assert_refused(results: dict[str, Any], said: dict[str, str]) -> None:
+    """Each named tool result is an error whose one line says ``said[name]``, no traceback."""
+    for name, words in said.items():
+        text = results[name].content[0].text
+        assert results[name].is_error and words in text, (name, results[name].content)
+        assert "Traceback" not in text

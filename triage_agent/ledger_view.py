@@ -132,10 +132,13 @@ def verdict_basis(state: LedgerState) -> VerdictBasis | None:
         return None
     chain = [e for e in state.evidence if e.id in set(v.evidence)]
     mine = [e for e in chain if v.hypothesis and v.hypothesis in e.hypotheses]
-    rerun = next(
-        (e for e in mine if e.kind == EvidenceKind.rerun and e.result == EvidenceResult.supported),
-        None,
-    )
+
+    def supporting(*kinds: EvidenceKind) -> Evidence | None:
+        return next(
+            (e for e in mine if e.kind in kinds and e.result == EvidenceResult.supported), None
+        )
+
+    rerun = supporting(EvidenceKind.rerun)
     if rerun is not None:
         return VerdictBasis(
             kind="intervention",
@@ -143,15 +146,7 @@ def verdict_basis(state: LedgerState) -> VerdictBasis | None:
             text=f"validated by an intervention: {_changed(rerun)} applied to "
             f"{rerun.data_as(RerunData).applied_to or 'B'}, uninstrumented: {_outcome(rerun)} ({rerun.id})",
         )
-    backing = next(
-        (
-            e
-            for e in mine
-            if e.kind in (EvidenceKind.reproducer, EvidenceKind.replay)
-            and e.result == EvidenceResult.supported
-        ),
-        None,
-    )
+    backing = supporting(EvidenceKind.reproducer, EvidenceKind.replay)
     if backing is not None:
         return VerdictBasis(
             kind="reproducer",
