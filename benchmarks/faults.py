@@ -398,6 +398,168 @@ def disk_faults(workdir: Path) -> list[DiskResult]:
     return out
 
 
+# -- runs that fail: a rank killed, a rank hung, a reproducer that leaves a daemon ---------
+
+# Two gloo ranks on CPU, six steps of all-reduced gradients. FAULT=kill: rank 1 kills itself
+# (SIGKILL) at step FAULT_STEP; FAULT=hang: rank 1 ignores SIGTERM and sleeps forever there,
+# so rank 0 blocks in its next all-reduce.
+RANK_JOB = """\
+import os, signal, sys, time
+import torch
+import torch.distributed as dist
+from triage_agent.metrics import MetricLog
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+fault, at = os.environ.get("FAULT", ""), int(os.environ.get("FAULT_STEP", "3"))
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(4, 8) + rank
+with MetricLog(sys.argv[1], rank=rank) as log:
+    for step in range(6):
+        if rank == 1 and step == at and fault == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if rank == 1 and step == at and fault == "hang":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                time.sleep(1)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+        opt.step()
+        log.log(step, loss=loss.detach())
+dist.destroy_process_group()
+"""
+
+
+@dataclass
+class RunFault:
+    name: str
+    exit_code: int
+    seconds: float
+    left_running: list[str]  # processes of the job alive after `triage trace` returned
+    compare_exit: int | None = None
+    rank_status: dict[int, str] | None = None  # per rank, against the complete run
+    detail: str = ""
+
+    @property
+    def survived(self) -> bool:
+        if self.left_running:
+            return False
+        if self.rank_status is None:
+            return True
+        # the faulted rank is never reported equal, and the comparison is not complete
+        return self.compare_exit in (1, 3) and self.rank_status.get(1) != "identical"
+
+
+def job_processes(marker: str) -> list[str]:
+    """Command lines of live processes holding ``marker`` (the job's unique directory)."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            line = " ".join(p.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if marker in line and p.info["status"] != psutil.STATUS_ZOMBIE and p.pid != os.getpid():
+            out.append(f"{p.pid} {line[:200]}")
+    return out
+
+
+def trace_job(workdir: Path, fault: str, timeout_s: float) -> tuple[RunFault, Path]:
+    """``triage trace`` of the two-rank job with ``fault``; what is left running after."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    job = workdir / "rank_job.py"
+    job.write_text(RANK_JOB)
+    out = workdir / f"trace-{fault or 'complete'}"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [
+        *("trace", "--level", "collective", "--timeout", str(timeout_s), "--out", str(out)),
+        *("--", sys.executable, "-m", "torch.distributed.run", "--standalone"),
+        *("--nproc-per-node", "2", str(job), str(workdir / f"metrics-{fault or 'complete'}")),
+    ]
+    env = {**os.environ, "FAULT": fault, "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", *argv],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout_s + 300,
+    )
+    r = RunFault(
+        name=f"rank 1 {'killed' if fault == 'kill' else 'hung'} mid-trace" if fault else "complete",
+        exit_code=proc.returncode,
+        seconds=time.monotonic() - t0,
+        left_running=job_processes(str(job)),
+        detail=" ".join((proc.stdout + proc.stderr).split())[-300:],
+    )
+    return r, out
+
+
+def compare_ranks(a: Path, b: Path, cwd: Path) -> tuple[int, dict[int, str]]:
+    import json
+
+    cmp = _triage(["compare", str(a), str(b), "--format", "json"], cwd)
+    try:
+        ranks = {r["rank"]: r["status"] for r in json.loads(cmp.stdout)["ranks"]}
+    except (ValueError, KeyError):
+        ranks = {}
+    return cmp.returncode, ranks
+
+
+def rank_faults(workdir: Path, timeout_s: float = 20.0) -> list[RunFault]:
+    """A complete two-rank trace, then rank 1 killed and rank 1 hung at step 3: each traced
+    under ``timeout_s``, nothing of the job left running, the faulted rank never equal."""
+    complete, a = trace_job(workdir, "", timeout_s * 6)
+    out = [complete]
+    for fault in ("kill", "hang"):
+        r, b = trace_job(workdir, fault, timeout_s)
+        r.compare_exit, r.rank_status = compare_ranks(a, b, workdir)
+        out.append(r)
+    return out
+
+
+# A reproducer-like command: it forks a daemon (double fork, new session) that ignores
+# SIGTERM, then ignores SIGTERM itself and sleeps past its timeout.
+DAEMON_AND_DEAF = """\
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(600)
+    os._exit(0)
+time.sleep(600)
+"""
+
+
+def reproducer_faults(workdir: Path, timeout_s: float = 3.0) -> RunFault:
+    """A reproducer's launch (reproducers.launcher.run_argv) of a command that leaves a
+    SIGTERM-deaf daemon and ignores SIGTERM itself: past the timeout, nothing is left."""
+    sys.path.insert(0, str(ROOT))
+    from reproducers.launcher import EnvPolicy, run_argv
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = workdir / "daemon_and_deaf.py"
+    script.write_text(DAEMON_AND_DEAF)
+    t0 = time.monotonic()
+    res = run_argv([sys.executable, str(script)], workdir, EnvPolicy().build(), timeout_s=timeout_s)
+    return RunFault(
+        name="reproducer: forks a daemon, ignores SIGTERM",
+        exit_code=-1 if res.timed_out else (res.returncode or 0),
+        seconds=time.monotonic() - t0,
+        left_running=job_processes(str(script)),
+        detail=f"timed out {res.timed_out}",
+    )
+
+
 # -- report -------------------------------------------------------------------------------
 
 

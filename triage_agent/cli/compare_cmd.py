@@ -111,7 +111,7 @@ def _table(res: CompareResult) -> None:
     console.print(
         f"origins on ranks {s.origin_ranks or '-'}; receivers only {s.receiver_only_ranks or '-'};"
         f" first candidate only one run executes {s.unmatched_first_ranks or '-'};"
-        f" identical {s.identical_ranks or '-'}",
+        f" identical {s.identical_ranks or '-'}; incomplete {s.incomplete_ranks or '-'}",
         highlight=False,
     )
     if s.note:

@@ -204,7 +204,7 @@ def compare_rank(
     unmatched.sort(key=lambda u: u.event.index if u.event.run == "a" else u.other_index)
     return RankResult(
         rank=rank,
-        status="diverged" if diverged else "identical",
+        status="diverged" if diverged else "incomplete" if a_cut or b_cut else "identical",
         events_a=len(sa),
         events_b=len(sb),
         matched=al.matched,
@@ -236,6 +236,8 @@ def _summary(results: list[RankResult]) -> CrossRank:
             s.unpaired_ranks.append(r.rank)
         elif r.status == "identical":
             s.identical_ranks.append(r.rank)
+        elif r.status == "incomplete":
+            s.incomplete_ranks.append(r.rank)
         elif r.origin is not None:
             s.origin_ranks.append(r.rank)
         elif unmatched_first:

@@ -228,6 +228,7 @@ def to_markdown(result: CompareResult, max_unmatched: int = 20) -> str:
         f"- receivers only: {s.receiver_only_ranks or 'none'}",
         f"- first candidate an event only one run executes: {s.unmatched_first_ranks or 'none'}",
         f"- identical: {s.identical_ranks or 'none'}",
+        f"- equal as far as they go, a run stopped early: {s.incomplete_ranks or 'none'}",
     ]
     if s.unpaired_ranks:
         lines.append(f"- traced in one run only: {s.unpaired_ranks}")

@@ -157,7 +157,9 @@ class Widen(_M):
 
 class RankResult(_M):
     rank: int
-    status: Literal["identical", "diverged", "only-in-a", "only-in-b"]
+    # incomplete: no divergence up to where a run's rank stopped (torn, or no end record);
+    # what it would have done after is unknown, so it is never called identical
+    status: Literal["identical", "diverged", "incomplete", "only-in-a", "only-in-b"]
     events_a: int
     events_b: int
     matched: int = 0
@@ -204,6 +206,10 @@ class CrossRank(_M):
         "does not (whether or not an origin follows)",
     )
     identical_ranks: list[int] = Field(default_factory=list)
+    incomplete_ranks: list[int] = Field(
+        default_factory=list,
+        description="ranks equal as far as they go, where a run stopped early (killed, hung)",
+    )
     unpaired_ranks: list[int] = Field(default_factory=list)
     earliest_step: int | None = Field(
         default=None, description="lowest step holding a first divergence on any rank"
