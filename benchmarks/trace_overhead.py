@@ -4,7 +4,8 @@ One process, one model (12-layer d_model=1024, 16-head, ffn 4096 bf16 transforme
 batch 8 x 1024 tokens, forward + backward. Rows, all in one run: untraced; DebugMode with
 ``log_tensor_hashes(hash_fn="hash_tensor", hash_inputs=True)``; the Python tracer at module
 and op level; the C++ tracer (triage_agent.fingerprint.native) at module and op level, on the
-compute stream and with the side stream; the flight recorder (module level, every step,
+compute stream and with the side stream; the tracer an injected process installs (``triage
+trace``: the C++ one where it is built); the flight recorder (module level, every step,
 into a bounded ring on disk). Every traced step's metric bits (the loss, and an XOR digest of
 the last layer's weight gradient) must equal the untraced step's: a row that differs says so
 and the run exits non-zero. Prints median ms and the ratio to untraced, writes the table to
@@ -38,7 +39,12 @@ from pathlib import Path
 import torch
 
 from triage_agent.fingerprint import CaptureConfig, Tracer
-from triage_agent.fingerprint.native import NativeTracer, load, unavailable_reason
+from triage_agent.fingerprint.native import (
+    NativeTracer,
+    injected_tracer,
+    load,
+    unavailable_reason,
+)
 from triage_agent.fingerprint.recorder import RecorderSettings
 from triage_agent.fingerprint.recorder import start as start_recorder
 
@@ -55,6 +61,8 @@ TRACERS = [
     ("C++ tracer, op level", "op", lambda cfg: NativeTracer(cfg)),
     ("C++ tracer, op level, side stream", "op", lambda cfg: NativeTracer(cfg, side_stream=True)),
     ("C++ tracer, op level, cross-event reuse", "op", lambda cfg: NativeTracer(cfg, cache=True)),
+    # what `triage trace` installs in an injected process: the C++ tracer where it is built
+    ("injected tracer (triage trace), module level", "module", lambda cfg: injected_tracer(cfg)),
     (
         "recorder (module level, ring on disk)",
         "module",
@@ -275,7 +283,7 @@ def main() -> None:
     native = load() is not None
     with tempfile.TemporaryDirectory() as tmp:
         for k, (name, level, make) in enumerate(TRACERS):
-            if not native and not name.startswith("Python"):
+            if not native and not name.startswith(("Python", "injected")):
                 rows.append((name, None, f"unavailable: {unavailable_reason()}"[:80]))
                 continue
             tr = make(CaptureConfig(out_dir=Path(tmp) / f"mode{k}", level=level))
@@ -293,6 +301,8 @@ def main() -> None:
             note = f"{events} events/step"
             if name.startswith("C++"):
                 note += f", {digests // (args.reps + 1)} digests/step"
+            if name.startswith("injected"):
+                note += f", the {tr.TRACER} tracer"
             rows.append((name, ms, note))
     base = rows[0][1]
     want = bits["untraced"]

@@ -43,27 +43,32 @@ def build_name() -> str:
 
 
 def build_directory(name: str) -> Path:
-    """Where torch's ``cpp_extension.load`` builds ``name`` (its own rule, without creating it)."""
+    """Where torch's ``cpp_extension.load`` builds ``name``: its rule, without importing it
+    (``cpp_extension`` imports setuptools, a second of every rank's start-up)."""
     import torch
-    from torch.utils import cpp_extension
 
     env = os.environ.get("TORCH_EXTENSIONS_DIR")
     if env:
         return Path(env) / name
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     cu = "cpu" if torch.version.cuda is None else f"cu{torch.version.cuda.replace('.', '')}"
     py = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
-    return Path(cpp_extension.get_default_build_root()) / f"{py}_{cu}" / name
+    return Path(cache).resolve() / "torch_extensions" / f"{py}_{cu}" / name
 
 
 def built_library() -> tuple[Path | None, str]:
     """(the built library, "") where a build newer than every source is there, else (None, why)."""
     if os.environ.get(DISABLE_ENV, "1") == "0":
         return None, f"turned off by {DISABLE_ENV}=0"
-    name = build_name()
+    import torch
+
+    # a process that sees a GPU needs the CUDA build: the host-only one digests CPU tensors only
+    cuda = bool(torch.cuda.is_available() and torch.version.cuda)
+    name = "triage_native_cuda" if cuda else "triage_native_cpu"
     lib = build_directory(name) / f"{name}.so"
     if not lib.is_file():
         return None, f"{name} is not built here (`triage ops build` builds it)"
-    sources = [*_sources(), *SOURCE_DIR.glob("*.h")]
+    sources = [*_sources(cuda), *SOURCE_DIR.glob("*.h")]
     built = lib.stat().st_mtime
     newer = [s.name for s in sources if s.stat().st_mtime > built]
     if newer:
@@ -71,8 +76,8 @@ def built_library() -> tuple[Path | None, str]:
     return lib, ""
 
 
-def _sources() -> list[Path]:
-    return [SOURCE_DIR / s for s in HOST_SOURCES + (CUDA_SOURCES if wants_cuda() else ())]
+def _sources(cuda: bool) -> list[Path]:
+    return [SOURCE_DIR / s for s in HOST_SOURCES + (CUDA_SOURCES if cuda else ())]
 
 
 def wants_cuda() -> bool:
@@ -87,7 +92,7 @@ def build(verbose: bool = False) -> ModuleType:
     from torch.utils import cpp_extension
 
     cuda = wants_cuda()
-    sources = _sources()
+    sources = _sources(cuda)
     # NDEBUG as libtorch is built: RecordFunction has debug-only members, so without it the
     # inline accessors would read a different layout than the library wrote
     cflags = ["-O3", "-DNDEBUG"] + (["-DTRIAGE_WITH_CUDA"] if cuda else [])
