@@ -79,12 +79,9 @@ JOB = textwrap.dedent(
 )
 
 
-def _job(
-    tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plain", clip: float = 0.0
-) -> Path:
-    script = tmp / "job.py"
-    script.write_text(JOB)
-    out = tmp / name
+def _launch(tmp: Path, script_text: str, *args: str) -> None:
+    script = tmp / f"job{abs(hash(script_text)) % 10**8}.py"
+    script.write_text(script_text)
     env = dict(
         os.environ,
         DS_ACCELERATOR="cpu",
@@ -95,14 +92,16 @@ def _job(
         MASTER_PORT=str(free_port()),
     )
     done = subprocess.run(
-        [sys.executable, str(script), str(out), str(stage), decay, wrap, repr(clip)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return out
+
+
+def _job(
+    tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plain", clip: float = 0.0
+) -> Path:
+    _launch(tmp, JOB, str(tmp / name), str(stage), decay, wrap, repr(clip))
+    return tmp / name
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +198,92 @@ def test_a_directory_that_is_not_a_capture_is_one_input_error(tmp_path):
     (tmp_path / "side.json").write_text("{}")
     with pytest.raises(InputError, match="not a boundary capture"):
         build_mapping(tmp_path, tmp_path)
+
+
+def test_cli_compare_writes_the_table_and_exits_by_verdict(captures, tmp_path):
+    triage = [sys.executable, "-m", "triage_agent.cli.app"]
+    same = subprocess.run(
+        [*triage, "correspond", "compare", str(captures["z1"]), str(captures["z2"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert same.returncode == 0, same.stderr
+    out = tmp_path / "t"
+    diff = subprocess.run(
+        [
+            *triage,
+            "correspond",
+            "compare",
+            str(captures["z1"]),
+            str(captures["z2m"]),
+            "--format",
+            "md",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert diff.returncode == 1, diff.stderr
+    assert (
+        "deepspeed vs deepspeed boundary master_weights: differs (optimizer setting" in diff.stdout
+    )
+    assert json.loads((out / "table.json").read_text())["first"]["boundary"] == "master_weights"
+    assert len(json.loads((out / "mapping.json").read_text())["pairs"]) == 7
+    bad = subprocess.run(
+        [*triage, "correspond", "compare", str(tmp_path), str(captures["z1"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+MEGATRON_JOB = textwrap.dedent(
+    """
+    import sys
+    import torch, deepspeed
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.transformer.module import Float16Module
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    from triage_agent.correspond.capture import attach_deepspeed
+
+    out, wrap = sys.argv[1], sys.argv[2]
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+    parallel_state.initialize_model_parallel(1, 1)
+    cfg = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4,
+                            use_cpu_initialization=True, bf16=True, params_dtype=torch.bfloat16,
+                            hidden_dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(1234)
+    gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(),
+                   vocab_size=128, max_sequence_length=32)
+    model = Float16Module(cfg, gpt) if wrap == "wrap" else gpt
+    cfg_ds = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 1},
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
+              "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=list(model.parameters()),
+                                      config=cfg_ds)
+    attach_deepspeed(out, engine).close()
+    """
+)
+
+
+def test_megatron_gpt_parameters_pair_across_wrappers_by_bytes_and_names(tmp_path):
+    """A real megatron-core GPT (built on the CPU) under two module trees: its LayerNorm
+    weights all start at ones with one shape, so the init bytes alone cannot pair them and
+    the normalised names must; nothing is left unmapped."""
+    pytest.importorskip("megatron.core")
+    _launch(tmp_path, MEGATRON_JOB, str(tmp_path / "plain"), "plain")
+    _launch(tmp_path, MEGATRON_JOB, str(tmp_path / "wrap"), "wrap")
+    m = build_mapping(tmp_path / "wrap", tmp_path / "plain")
+    assert not m.unmapped, m.unmapped
+    assert all(p.b == p.a.removeprefix("module.") for p in m.pairs)
+    ones = [p for p in m.pairs if p.a.endswith("layernorm.weight")]
+    assert len(ones) >= 4 and len({p.evidence[0] for p in ones}) == 1  # same init bytes
+    assert all(p.evidence[2] == "normalised names equal" for p in m.pairs)
