@@ -337,10 +337,11 @@ class Gen:
 
 
 # Keys whose values name files: a path the server accepted, resolved or wrote. Free text
-# (a statement, a note, a case name) may quote any string the client sent: not checked.
+# (a statement, a note, a case name, a verdict's location) may quote any string the client
+# sent: not checked.
 PATH_KEY = re.compile(
     r"path|dir|file|root|ledger|metrics|trace|dump|repo|cwd|out|artifact|workspace|scan|"
-    r"source|log|report|html|markdown_file|script|location"
+    r"source|log|report|html|markdown_file|script"
 )
 
 
@@ -364,7 +365,7 @@ class Allowed:
         """Path values of a result that resolve, symlinks followed, outside every root."""
         bad = []
         for s in path_values(obj):
-            # a location is 'file:line (function)'
+            # a finding's file may read 'file:line (function)'
             tok = re.split(r"[ ;]", s, maxsplit=1)[0]
             tok = re.sub(r":\d+$", "", tok)
             if not tok or "\x00" in tok or len(tok) > 4096 or "://" in tok:

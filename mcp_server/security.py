@@ -123,8 +123,12 @@ class Workspace:
         s = str(p)
         if not s or "\x00" in s or len(s) > MAX_PATH_CHARS:
             raise InputError(f"invalid path {s[:80]!r}: empty, too long, or holds a NUL byte")
-        resolved = contained(self.absolute(p), roots)
-        if must_exist and not resolved.exists():
+        try:
+            resolved = contained(self.absolute(p), roots)
+            exists = resolved.exists()
+        except (OSError, ValueError) as exc:  # a name too long, a loop of links
+            raise InputError(f"invalid path {s[:80]!r}: {exc.strerror or exc}") from None
+        if must_exist and not exists:
             raise InputError(f"path {p} does not exist")
         return resolved
 

@@ -37,7 +37,7 @@ def test_the_escape_check_sees_a_path_outside(tmp_path):
     allowed = fuzz_mcp.allowed_for(site)
     assert allowed.escapes(site, {"trace_dir": "traces/evil"}) == ["traces/evil"]
     assert allowed.escapes(site, {"files": [{"path": str(site.outside / "secret.txt")}]})
-    assert allowed.escapes(site, {"location": "src/leak.py:3 (f)"}) == ["src/leak.py"]
+    assert allowed.escapes(site, {"file": "src/leak.py:3 (f)"}) == ["src/leak.py"]
     assert not allowed.escapes(site, {"statement": "traces/evil"})
     assert not allowed.escapes(site, {"path": "src/acc.py", "cwd": str(site.ws)})
 
@@ -69,3 +69,25 @@ def test_invalid_arguments_break_the_schema_they_come_from():
                 refused += 1
     # a wrong type can be one the field also takes (an int for a float): most, not all
     assert refused >= 0.8 * tried, (refused, tried)
+
+
+def test_hostile_paths_are_one_line_errors_not_tracebacks(tmp_path):
+    """Found by the fuzzer, each a traceback in the server's log before: a path component
+    past NAME_MAX (OSError from exists()), a NUL byte or '~nosuchuser' in a case's paths
+    (ValueError, RuntimeError from resolve/expanduser), a report directory that is a file
+    (FileExistsError from mkdir)."""
+    from triage_agent.config import case_from_dict
+    from triage_agent.errors import TriageError
+    from triage_agent.ledger import Ledger
+    from triage_agent.report import write_report
+
+    ws = Workspace(tmp_path)
+    with pytest.raises(InputError, match="invalid path"):
+        ws.path("x" * 300, must_exist=True)
+    for bad in ("a\x00b", "~zz-no-such-user-zz/m"):
+        raw = {"case": {"name": "c"}, "runs": {"a": {"metrics": bad}, "b": {"metrics": "m"}}}
+        with pytest.raises(TriageError, match="invalid path"):
+            case_from_dict(raw, tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InputError, match="cannot write the report"):
+        write_report(Ledger(tmp_path / ".triage"), tmp_path / "afile")

@@ -68,8 +68,11 @@ def _resolve_paths(case: Case, base: Path) -> Case:
             return None
         if p.startswith("{out}"):  # filled in per relaunch (see triage_agent.runs)
             return p
-        q = Path(p).expanduser()
-        return str(q if q.is_absolute() else (base / q).resolve())
+        try:
+            q = Path(p).expanduser()
+            return str(q if q.is_absolute() else (base / q).resolve())
+        except (RuntimeError, ValueError, OSError) as exc:  # ~nosuchuser, a NUL byte, ELOOP
+            raise ConfigError(f"invalid path {p[:80]!r}: {exc}") from None
 
     for run in (case.run_a, case.run_b):
         run.metrics = rel(run.metrics)

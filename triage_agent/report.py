@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from .errors import InputError
 from .evidence_data import MetricsData, TraceCompareData
 from .ledger import Ledger, LedgerState
 from .ledger_view import (
@@ -214,7 +215,10 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
 
 
 def write_report(ledger: Ledger, out_dir: Path) -> ReportPaths:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission
+        raise InputError(f"cannot write the report to {out_dir}: {exc.strerror or exc}") from None
     state = ledger.state()
     plot = _plot(state, out_dir)
     md = out_dir / "report.md"
