@@ -398,6 +398,61 @@ def disk_faults(workdir: Path) -> list[DiskResult]:
     return out
 
 
+# -- a short write: the last record cut at a random offset ------------------------------
+
+
+@dataclass
+class TornTrial:
+    cut_at: int  # bytes of the last record kept
+    record: int  # the last record's length, newline included
+    reported: bool = False  # read as a torn tail at the last record's offset
+    lost: int = 0  # earlier records missing
+    quarantined: bool = False  # the next append moved the tail aside byte for byte, noted
+    next_append_ok: bool = False
+
+    @property
+    def survived(self) -> bool:
+        return self.reported and not self.lost and self.quarantined and self.next_append_ok
+
+
+def torn_trial(ws: Path, rng: random.Random) -> TornTrial:
+    """Records appended through the API, then the file truncated inside its last record
+    (as a short write leaves it): what reads, what the next append does."""
+    from triage_agent.ledger import Ledger
+
+    shutil.rmtree(ws, ignore_errors=True)
+    _seed_ledger(ws)
+    led = Ledger(ws)
+    for k in range(rng.randint(1, 20)):
+        led.note(f"kt-torn-{k} " + "z" * rng.choice((0, 10, 1000, 100_000)))
+    data = led.path.read_bytes()
+    start = data.rindex(b"\n", 0, len(data) - 1) + 1
+    record = len(data) - start
+    cut = rng.randint(1, record - 1)  # at least one byte kept, the newline never
+    os.truncate(led.path, start + cut)
+    t = TornTrial(cut, record)
+    before, torn = led.read_events()
+    t.reported = torn is not None and torn.offset == start and torn.length == cut
+    t.lost = max(0, len(data[:start].splitlines()) - len(before))
+    tail = led.path.read_bytes()[start:]
+    led.note("kt-after-torn")
+    after, torn_after = led.read_events()
+    aside = ws / f"ledger.jsonl.torn-{start}"
+    t.quarantined = (
+        aside.is_file()
+        and aside.read_bytes() == tail
+        and any(aside.name in str(e.data.get("text", "")) for e in after)
+    )
+    t.next_append_ok = torn_after is None and after[-1].data.get("text") == "kt-after-torn"
+    t.lost = max(t.lost, len(before) - sum(1 for e in after[: len(before)]))
+    return t
+
+
+def torn_trials(trials: int, seed: int, workdir: Path) -> list[TornTrial]:
+    rng = random.Random(seed)
+    return [torn_trial(workdir / "torn", rng) for _ in range(trials)]
+
+
 # -- runs that fail: a rank killed, a rank hung, a reproducer that leaves a daemon ---------
 
 # Two gloo ranks on CPU, six steps of all-reduced gradients. FAULT=kill: rank 1 kills itself
@@ -560,6 +615,220 @@ def reproducer_faults(workdir: Path, timeout_s: float = 3.0) -> RunFault:
     )
 
 
+# -- kill -9 of the workflow at each stage, then `triage run` again -----------------------
+
+# Prepended to the case's training script (a copy): one line per launch, written by the
+# launch's rank-0 process, so launches are counted outside the ledger.
+_COUNT_LAUNCH = (
+    "import os as _o, sys as _s, pathlib as _p\n"
+    "if _o.environ.get('RANK', '0') == '0':\n"
+    "    with open(_p.Path(__file__).resolve().parent / 'launches.log', 'a') as _f:\n"
+    "        _f.write(' '.join(_s.argv) + '\\n')\n"
+)
+
+# When to kill: the stage's start as `triage run` prints it, or the first record the stage
+# writes. Each is (stdout words, predicate over the ledger's events and the launch count).
+STAGES = ("baseline", "scan", "reproducer", "trace", "compare", "fix check", "verdict")
+
+
+def _stage_reached(stage: str, out: str, events: list, launches: int, held: int) -> bool:
+    kinds = [(e.kind, str(e.data.get("kind", ""))) for e in events]
+    if stage == "baseline":
+        return "baseline:" in out and launches >= 1  # a baseline job is running
+    if stage == "scan":
+        return "stage 1:" in out
+    if stage == "reproducer":
+        return ("evidence", "reproducer") in kinds or any(e.kind == "reproducer" for e in events)
+    if stage == "trace":
+        return "stage 2:" in out
+    if stage == "compare":
+        return ("evidence", "trace-compare") in kinds
+    if stage == "fix check":
+        # a rerun under an intervention has started (one launch past the held ones)
+        return ("intervene:" in out or " fix:" in out) and launches > held
+    return any(e.kind == "verdict" for e in events)
+
+
+@dataclass
+class WorkflowKill:
+    stage: str
+    reached: bool = False  # the kill landed in this stage (else the run ended first)
+    exit_code: int | None = None  # of the resumed run
+    orphans: int = 0  # processes of the killed run's jobs still running after the kill
+    lost: int = 0  # evidence recorded before the kill, missing after the resume
+    duplicated: int = 0  # evidence records past the uninterrupted run's count, per kind
+    missing: int = 0  # evidence records short of the uninterrupted run's count, per kind
+    rerun: int = 0  # launches past what the uninterrupted run needed, less the one cut short
+    verdict_same: bool = False
+    seconds: float = 0.0
+    detail: str = ""
+
+    @property
+    def survived(self) -> bool:
+        return (
+            self.exit_code == 0
+            and not self.lost
+            and not self.duplicated
+            and not self.missing
+            and self.rerun <= 0
+            and self.verdict_same
+        )
+
+
+def _evidence_by_kind(ws: Path) -> Counter:
+    from triage_agent.ledger import Ledger
+
+    return Counter(e.kind.value for e in Ledger(ws).state().evidence)
+
+
+def _launches(case: Path) -> int:
+    log = case / "launches.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def _copy_case(src: Path, dest: Path) -> Path:
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".triage", "launches.log"))
+    train = dest / "train.py"
+    train.write_text(_COUNT_LAUNCH + train.read_text())
+    return dest
+
+
+def _run(case: Path, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", "run"],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _processes_under(d: Path) -> list:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["cwd", "cmdline"]):
+        try:
+            cwd, line = p.info["cwd"] or "", " ".join(p.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if p.pid != os.getpid() and (cwd.startswith(str(d)) or str(d) in line):
+            out.append(p)
+    return out
+
+
+@dataclass
+class Reference:
+    evidence: Counter
+    launches: int
+    verdict: tuple
+    seconds: float
+
+
+def _verdict_key(ws: Path) -> tuple:
+    from triage_agent.ledger import Ledger
+
+    v = Ledger(ws).state().verdict
+    return (v.classification.value, v.location) if v else ()
+
+
+def workflow_reference(case_src: Path, workdir: Path, timeout: float = 1800) -> Reference:
+    """The case run once, uninterrupted: what a resumed run must end with."""
+    case = _copy_case(case_src, workdir / "reference")
+    t0 = time.monotonic()
+    proc = _run(case, timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the uninterrupted run failed: {proc.stderr[-500:]}")
+    ws = case / ".triage"
+    return Reference(
+        _evidence_by_kind(ws), _launches(case), _verdict_key(ws), time.monotonic() - t0
+    )
+
+
+def workflow_kill(
+    case_src: Path, workdir: Path, stage: str, ref: Reference, timeout: float = 1800
+) -> WorkflowKill:
+    """`triage run` killed with SIGKILL as ``stage`` starts, then run again to its end."""
+    from triage_agent.errors import TriageError
+    from triage_agent.ledger import Ledger
+
+    case = _copy_case(case_src, workdir / f"kill-{stage.replace(' ', '-')}")
+    ws = case / ".triage"
+    r = WorkflowKill(stage)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "triage_agent.cli.app", "run"],
+        cwd=case,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    os.set_blocking(proc.stdout.fileno(), False)
+    out, held = "", 0
+    while proc.poll() is None and time.monotonic() - t0 < timeout:
+        chunk = proc.stdout.read() or b""
+        out += chunk.decode(errors="replace")
+        try:
+            events = Ledger(ws).read_events()[0] if (ws / "ledger.jsonl").exists() else []
+        except TriageError:
+            events = []
+        held = sum(1 for e in events if e.kind == "note" and "baseline run" in str(e.data))
+        if _stage_reached(stage, out, events, _launches(case), max(held, 2)):
+            proc.send_signal(signal.SIGKILL)
+            r.reached = True
+            break
+        time.sleep(0.05)
+    proc.wait()
+    proc.stdout.close()
+    before = {e.id for e in Ledger(ws).state().evidence} if ws.exists() else set()
+    launched_before = _launches(case)
+    # what the killed run's jobs left running: they are in sessions of their own
+    time.sleep(1.0)
+    left = _processes_under(case)
+    r.orphans = len(left)
+    for p in left:
+        try:
+            p.kill()
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+    done = _run(case, timeout)
+    r.exit_code = done.returncode
+    r.seconds = time.monotonic() - t0
+    st = Ledger(ws).state()
+    after = {e.id for e in st.evidence}
+    r.lost = len(before - after)
+    got = _evidence_by_kind(ws)
+    r.duplicated = sum(max(0, got[k] - ref.evidence[k]) for k in got)
+    r.missing = sum(max(0, ref.evidence[k] - got[k]) for k in ref.evidence)
+    # a launch cut short by the kill is redone: at most one launch more than the reference
+    cut = 1 if r.reached and launched_before else 0
+    r.rerun = _launches(case) - ref.launches - cut
+    r.verdict_same = _verdict_key(ws) == ref.verdict
+    r.detail = f"killed at {out.strip().splitlines()[-1][:80] if out.strip() else '-'}; "
+    r.detail += f"evidence {dict(got)} vs {dict(ref.evidence)}; launches {_launches(case)}"
+    r.detail += f" vs {ref.launches}; {done.stderr.strip()[-200:]}"
+    return r
+
+
+def workflow_table(kills: list[WorkflowKill], case: str, ref: Reference) -> str:
+    rows = [
+        f"case {case}: uninterrupted run {ref.seconds:.0f} s, {ref.launches} launches, "
+        f"evidence {dict(ref.evidence)}",
+        "| killed at | reached | resumed exit | orphans after the kill | evidence lost "
+        "| duplicated | missing | launches rerun | same verdict | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for k in kills:
+        rows.append(
+            f"| {k.stage} | {k.reached} | {k.exit_code} | {k.orphans} | {k.lost} "
+            f"| {k.duplicated} | {k.missing} | {max(k.rerun, 0)} | {k.verdict_same} "
+            f"| {k.seconds:.0f} |"
+        )
+    return "\n".join(rows)
+
+
 # -- report -------------------------------------------------------------------------------
 
 
@@ -589,14 +858,59 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-delay", type=float, default=0.4, help="latest kill, seconds")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "faults")
     ap.add_argument("--no-disk", action="store_true", help="skip the full-disk faults")
+    ap.add_argument("--torn", type=int, default=200, help="short-write trials (0: none)")
+    ap.add_argument(
+        "--runs",
+        action="store_true",
+        help="also a killed and a hung rank, and a reproducer that leaves a daemon",
+    )
+    ap.add_argument(
+        "--workflow",
+        type=Path,
+        default=None,
+        help="a case directory: kill `triage run` at each stage, then resume",
+    )
+    ap.add_argument("--stages", default=",".join(STAGES), help="comma-separated, with --workflow")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
+    ok = True
+    if a.workflow is not None:
+        ref = workflow_reference(a.workflow.resolve(), a.workdir)
+        kills = [
+            workflow_kill(a.workflow.resolve(), a.workdir, st.strip(), ref)
+            for st in a.stages.split(",")
+        ]
+        print(workflow_table(kills, a.workflow.name, ref))
+        for k in kills:
+            print(f"  {k.stage}: {'survived' if k.survived else 'FAILED'}: {k.detail}")
+        ok = all(k.survived for k in kills if k.reached)
+    if a.runs:
+        faults_run = [*rank_faults(a.workdir / "ranks"), reproducer_faults(a.workdir / "repro")]
+        for r in faults_run:
+            print(
+                f"| {r.name} | exit {r.exit_code} | {r.seconds:.0f} s | left running "
+                f"{len(r.left_running)} | compare exit {r.compare_exit} | ranks {r.rank_status} "
+                f"| {'survived' if r.survived else 'FAILED'} |"
+            )
+        ok = ok and all(r.survived for r in faults_run)
+    torn = torn_trials(a.torn, a.seed, a.workdir)
+    if torn:
+        print(
+            f"| short write, last record cut at a random offset | {len(torn)} "
+            f"| reported {sum(t.reported for t in torn)} | quarantined "
+            f"{sum(t.quarantined for t in torn)} | lost {sum(t.lost for t in torn)} "
+            f"| next append worked {sum(t.next_append_ok for t in torn)} "
+            f"| survived {sum(t.survived for t in torn)} |"
+        )
+        ok = ok and all(t.survived for t in torn)
+    if a.trials == 0:
+        return 0 if ok else 1
     trials = run_trials(a.trials, a.seed, a.workdir, a.max_delay)
     print(kill_table(trials))
     for t in trials:
         if not t.survived:
             print(f"  FAILED {t}")
-    ok = all(t.survived for t in trials)
+    ok = ok and all(t.survived for t in trials)
     disk = [] if a.no_disk else disk_faults(a.workdir)
     for d in disk:
         print(
