@@ -11,6 +11,7 @@ from pathlib import Path
 
 from test_workflow_stage2 import SCOPED_FAILS
 
+from triage_agent.compare.distributed import Executor, compare_paths
 from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind
 
@@ -53,16 +54,13 @@ def _run(toml: Path, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
-def _traces(ws: Path) -> list[dict]:
-    """What each trace comparison concluded, without the paths of its relaunch."""
+def _trace_evidence(ws: Path) -> list[dict]:
     st = Ledger(ws).state()
-    out = []
-    for e in st.evidence:
-        if e.kind == EvidenceKind.trace_compare:
-            d = e.model_dump(mode="json")["data"]
-            keep = ("rows", "origin_location", "summary", "unmatched", "candidates", "complete")
-            out.append({"said": e.summary, "result": e.result, **{k: d.get(k) for k in keep}})
-    return out
+    return [
+        {"said": e.summary, **e.model_dump(mode="json")["data"]}
+        for e in st.evidence
+        if e.kind == EvidenceKind.trace_compare
+    ]
 
 
 def test_workers_reach_the_serial_verdict_and_evidence_and_stage_times_are_kept(tmp_path):
@@ -78,9 +76,18 @@ def test_workers_reach_the_serial_verdict_and_evidence_and_stage_times_are_kept(
         v2.statement,
         v2.location,
     )
-    t1, t2 = _traces(ws1), _traces(ws2)
-    assert t1 and t1 == t2
+    t1, t2 = _trace_evidence(ws1), _trace_evidence(ws2)
+    assert [t["origin_location"] for t in t1] == [t["origin_location"] for t in t2]
     assert any(t["origin_location"] and "step 2" in t["origin_location"] for t in t1), t1
+    # each comparison the workers made is the one a serial comparison makes of those traces
+    for t in t2:
+        dirs = t["trace_dirs"]
+        serial_res = compare_paths(dirs["a"], dirs["b"])
+        on_two = compare_paths(dirs["a"], dirs["b"], executor=Executor(workers=2))
+        assert on_two.model_dump_json() == serial_res.model_dump_json()
+        assert t["summary"] == serial_res.summary.model_dump(mode="json")
+        assert t["complete"] == serial_res.complete
+        assert len(t["unmatched"]) == sum(min(len(r.unmatched), 50) for r in serial_res.ranks)
 
     # the table printed at the end, the note in the ledger, and the same numbers in both
     assert "where the time went" in two.stdout
@@ -91,9 +98,11 @@ def test_workers_reach_the_serial_verdict_and_evidence_and_stage_times_are_kept(
     assert stages["baseline"]["launches"] == 2
     assert stages["stage 2"]["launches"] >= 4 and stages["stage 2"]["launches"] % 2 == 0
     assert stages["confirm"]["launches"] == 0
+    table = two.stdout.split("where the time went", 1)[1].splitlines()
+    rows = {c[0]: c[1:] for ln in table if len(c := [x.strip() for x in ln.split("│")][1:-1]) == 3}
     for s in note["stages"]:
-        row = next(ln for ln in two.stdout.splitlines() if ln.strip("│ ").startswith(s["stage"]))
-        assert f"{s['seconds']:.1f}" in row and str(s["launches"]) in row
+        assert rows[s["stage"]] == [f"{s['seconds']:.1f}", str(s["launches"])], rows
+    assert rows["total"][1] == str(sum(s["launches"] for s in note["stages"]))
 
     # a resumed run reuses everything: no launch at all, and says so
     again = _run(workers, "--workers", "2")
