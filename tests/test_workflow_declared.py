@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from triage_agent.ledger import Ledger
+from test_workflow_support import triage
+
 from triage_agent.ledger_view import discriminator_rows, to_markdown, verdict_basis
 from triage_agent.records import Case, EvidenceKind, RunSpec
 from triage_agent.workflow.declared import declared_differences
-from triage_agent.workflow.engine import RunOptions, run_workflow
 
 # A reduction over 2**20 values: PyTorch sums it in one partial per thread, so the data mean
 # rounds differently under one and two intra-op threads.
@@ -101,9 +101,7 @@ def test_an_environment_difference_is_proven_by_aligning_it_on_b(tmp_path):
         ["--tag", "a"],
         ["--tag", "b"],
     )
-    ledger = Ledger(case.workspace)
-    result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
-    st = ledger.state()
+    result, st = triage(case)
     v = result.verdict
     assert result.mismatch.step == 0
     assert v.classification.value == "environment", v
@@ -143,9 +141,7 @@ def test_a_launch_flag_is_tried_when_nothing_more_specific_is_proven(tmp_path):
         ["--accumulate", "forward"],
         ["--accumulate", "reversed"],
     )
-    ledger = Ledger(case.workspace)
-    result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
-    st = ledger.state()
+    result, st = triage(case)
     v = result.verdict
     # proven to carry the difference, then read from the op trace: the same four parts
     # summed in another order, the metrics a few ulps apart, a numerical policy
@@ -170,11 +166,11 @@ def test_a_setting_whose_values_are_two_precisions_is_a_policy_difference(tmp_pa
     )
     (d,) = declared_differences(case)
     assert d.precision and d.intervention == "config --data-dtype=float32"
-    ledger = Ledger(case.workspace)
-    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10)).verdict
+    result, st = triage(case)
+    v = result.verdict
     assert v.classification.value == "policy-difference", v
     assert "config:--data-dtype" in (v.location or "")
-    assert verdict_basis(ledger.state()).kind == "intervention"
+    assert verdict_basis(st).kind == "intervention"
     # values that are no precisions say nothing about intent
     other = case.model_copy(deep=True)
     other.run_b.launch[0][-1] = "fast"

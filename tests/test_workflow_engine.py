@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from test_ledger_support import add_evidence
+from test_workflow_support import event_ref
 
 from triage_agent.compare.result import EventRef, Widen
 from triage_agent.ledger import Ledger
@@ -55,20 +56,7 @@ def _metrics_case(tmp_path: Path, diverge_at: int) -> Case:
 
 
 def _origin_ref() -> EventRef:
-    return EventRef(
-        run="b",
-        rank=0,
-        index=7,
-        seq=7,
-        line=9,
-        file="trace_rank00000.jsonl",
-        step=3,
-        kind="op",
-        name="aten::index_add_",
-        scope="emb",
-        call=0,
-        phase="forward",
-    )
+    return event_ref("aten::index_add_", scope="emb", step=3, index=7, line=9)
 
 
 def test_a_replay_supported_origin_is_kept_and_not_said_to_miss_itself(tmp_path):

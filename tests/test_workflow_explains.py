@@ -2,28 +2,14 @@
 op names are parsed and compared whole, so near-miss names explain nothing."""
 
 import pytest
+from test_workflow_support import event_ref
 
-from triage_agent.compare.result import EventRef
 from triage_agent.records import Finding
 from triage_agent.workflow.classify import EventSite, explains, parse_op
 
 
 def _op(name: str, scope: str = "blocks.0", caller: str | None = None, kind: str = "op"):
-    ref = EventRef(
-        run="b",
-        rank=0,
-        index=3,
-        seq=3,
-        line=4,
-        file="trace_rank00000.jsonl",
-        step=2,
-        kind=kind,
-        name=name,
-        scope=scope,
-        call=0,
-        phase="forward",
-        caller=caller,
-    )
+    ref = event_ref(name, scope=scope, step=2, index=3, line=4, kind=kind, caller=caller)
     return EventSite.of(ref)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_workflow_support import script_case
+from test_workflow_support import script_case, triage
 
-from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, EvidenceResult
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.ledger import LedgerState
+from triage_agent.records import EvidenceKind, EvidenceResult
+from triage_agent.workflow.engine import WorkflowResult
 
 # B's 'Nudge' module computes differently from step 2 on; the job refuses to run under a
 # scoped capture (a job that breaks under op-level tracing of one module).
@@ -76,15 +76,17 @@ with MetricLog(sys.argv[1], rank=0) as log:
 """
 
 
-def _case(tmp_path: Path, script: str) -> Case:
-    return script_case(tmp_path, "stage2", "--b", {"train.py": script})
+def _triage(tmp_path: Path, script: str) -> tuple[WorkflowResult, LedgerState]:
+    """The workflow run on A and B of ``script``; its result and the ledger it left."""
+    return triage(script_case(tmp_path, "stage2", "--b", {"train.py": script}))
+
+
+def _trace_mark(st: LedgerState) -> dict:
+    return next(s for s in reversed(st.stages) if s["stage"] == "trace")
 
 
 def test_a_failed_op_trace_is_an_error_and_the_module_origin_stands(tmp_path):
-    case = _case(tmp_path, SCOPED_FAILS)
-    ledger = Ledger(case.workspace)
-    result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
-    st = ledger.state()
+    result, st = _triage(tmp_path, SCOPED_FAILS)
     assert result.mismatch.step == 2
     traces = [e for e in st.evidence if e.kind == EvidenceKind.trace_compare]
     failed = [e for e in traces if e.result == EvidenceResult.error]
@@ -93,7 +95,7 @@ def test_a_failed_op_trace_is_an_error_and_the_module_origin_stands(tmp_path):
         assert "no origin" not in e.summary, e.summary  # a failure says nothing about origins
     said = " ".join(n["text"] for n in st.notes)
     assert "op trace inside 0 failed" in said and "stands, not narrowed" in said
-    mark = next(s for s in reversed(st.stages) if s["stage"] == "trace")
+    mark = _trace_mark(st)
     assert mark["step"] == 2
     origin = mark["result"]["origin"]
     assert (origin["kind"], origin["scope"], origin["step"]) == ("module", "0", 2)
@@ -102,13 +104,9 @@ def test_a_failed_op_trace_is_an_error_and_the_module_origin_stands(tmp_path):
 
 
 def test_the_window_moves_back_to_where_the_difference_arises(tmp_path):
-    case = _case(tmp_path, WARMUP_MOMENTUM)
-    ledger = Ledger(case.workspace)
-    result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
-    st = ledger.state()
+    result, st = _triage(tmp_path, WARMUP_MOMENTUM)
     assert result.mismatch.step == 3
-    mark = next(s for s in reversed(st.stages) if s["stage"] == "trace")
-    res = mark["result"]
+    res = _trace_mark(st)["result"]
     # [2, 3] first; step 2's optimizer already receives a different momentum: back to 1, 0
     assert res["searched"] == [1, 0] and tuple(res["window"]) == (0, 0)
     assert res["arises_at"] == 0

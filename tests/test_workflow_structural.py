@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_workflow_support import extra_call, script_case
+from test_workflow_support import extra_call, script_case, triage
 
-from triage_agent.ledger import Ledger
 from triage_agent.ledger_view import discriminator_rows, verdict_basis
 from triage_agent.records import Case
-from triage_agent.workflow.engine import RunOptions, run_workflow
 from triage_agent.workflow.structural import call_site, extra_call_arms
 
 HELPERS = '''"""Optimizer set-up helpers."""
@@ -77,9 +75,7 @@ def test_a_call_site_names_the_function_around_it(tmp_path):
 
 def test_an_extra_init_step_is_proven_by_suppressing_it_on_b(tmp_path):
     case = _case(tmp_path)
-    ledger = Ledger(case.workspace)
-    result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
-    st = ledger.state()
+    result, st = triage(case)
     v = result.verdict
     assert result.mismatch.step == 0
     assert v.classification.value == "bug", v
@@ -152,9 +148,8 @@ def test_an_override_only_one_run_calls_is_proven_by_running_its_base_instead(tm
         "suppress reducers:BucketReducer.reduce_into",
         "replace reducers:BucketReducer.reduce_into=reducers:Reducer.reduce_into",
     ]
-    ledger = Ledger(case.workspace)
-    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10)).verdict
-    st = ledger.state()
+    result, st = triage(case)
+    v = result.verdict
     assert v.classification.value == "bug", v
     assert "reducers.py:15 (BucketReducer.reduce_into)" in (v.location or "")
     proof = next(r for r in discriminator_rows(st) if r.arm == v.hypothesis)

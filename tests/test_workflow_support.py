@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triage_agent.compare.result import Candidate
+from triage_agent.compare.result import Candidate, EventRef
+from triage_agent.ledger import Ledger, LedgerState
 from triage_agent.records import Case, RunSpec
+from triage_agent.workflow.engine import RunOptions, WorkflowResult, run_workflow
 
 
 def script_case(tmp_path: Path, name: str, b_flag: str, files: dict[str, str]) -> Case:
@@ -31,6 +33,14 @@ def script_case(tmp_path: Path, name: str, b_flag: str, files: dict[str, str]) -
     )
 
 
+def triage(case: Case) -> tuple[WorkflowResult, LedgerState]:
+    """The whole workflow on ``case`` (ten minutes at most, two per launch); its result and
+    the ledger it left."""
+    ledger = Ledger(case.workspace)
+    result = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10))
+    return result, ledger.state()
+
+
 def extra_call(
     call_site: str, *, step: int, event: str, event_kind: str, phase: str, order: float
 ) -> Candidate:
@@ -46,4 +56,28 @@ def extra_call(
         call_site=call_site,
         writes_state=True,
         order=order,
+    )
+
+
+def event_ref(
+    name: str, *, scope: str, step: int, index: int, line: int, **fields: object
+) -> EventRef:
+    """A forward op of run B's rank 0 as a trace names it: event ``index``, at ``line`` of
+    its rank file."""
+    return EventRef.model_validate(
+        {
+            "run": "b",
+            "rank": 0,
+            "index": index,
+            "seq": index,
+            "line": line,
+            "file": "trace_rank00000.jsonl",
+            "step": step,
+            "kind": "op",
+            "name": name,
+            "scope": scope,
+            "call": 0,
+            "phase": "forward",
+            **fields,
+        }
     )
