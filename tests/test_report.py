@@ -6,6 +6,7 @@ import subprocess
 from PIL import Image
 from test_ledger_support import add_evidence
 
+from triage_agent.evidence_data import RerunData
 from triage_agent.ledger import Ledger
 from triage_agent.metrics import MetricLog
 from triage_agent.records import (
@@ -129,12 +130,9 @@ def test_report_says_what_the_verdict_rests_on_and_lists_the_interventions(tmp_p
                 result=result,
                 summary=changed,
                 argv=["python", "train.py", ";", "python", "resume.py", "--dir", "a b"],
-                data={
-                    "changed": [changed],
-                    "applied_to": "b",
-                    "first_step": first,
-                    "common_steps": 12,
-                },
+                data=RerunData(
+                    changed=[changed], applied_to="b", first_step=first, common_steps=12
+                ),
             )
         )
     write_report(ledger, tmp_path / "out")
