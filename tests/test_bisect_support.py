@@ -110,15 +110,21 @@ def build_repo(
     return repo
 
 
-def make_case(tmp: Path, history, *, pythonpath: bool = False, steps: int = 4) -> Case:
+def make_case(
+    tmp: Path, history, *, pythonpath: bool = False, package: bool = False, steps: int = 4
+) -> Case:
     """A case whose run A uses the library at ``v-a`` and run B at ``v-b``.
 
     Without ``pythonpath`` the script is part of the repository and each run works in a
     worktree of its tag; with it the script sits beside the repository and each run puts a
-    worktree of its tag on ``PYTHONPATH`` (a package the job imports)."""
+    worktree of its tag on ``PYTHONPATH`` (a package the job imports). With ``package`` the
+    script sits beside the repository too, but the case names the package
+    (``source.package = "lib"``): triage itself puts a checkout of each run's tag first on
+    ``PYTHONPATH``, and the repository's own work tree stays at ``main``."""
+    pythonpath = pythonpath or package
     repo = build_repo(tmp / "lib-repo", history, script=not pythonpath)
     launches = tmp / "launches.log"
-    for name, tag in (("run-a", "v-a"), ("run-b", "v-b")):
+    for name, tag in () if package else (("run-a", "v-a"), ("run-b", "v-b")):
         repo.git.worktree("add", "--detach", str(tmp / name), tag)
     argv = [["{python}", "train.py", "--out", "{out}", "--steps", str(steps)]]
     runs = {}
@@ -129,14 +135,17 @@ def make_case(tmp: Path, history, *, pythonpath: bool = False, steps: int = 4) -
             cwd = tmp / "job"
             cwd.mkdir(exist_ok=True)
             (cwd / "train.py").write_text(TRAIN)
-            env["PYTHONPATH"] = str(tmp / f"run-{key}")
+            if not package:
+                env["PYTHONPATH"] = str(tmp / f"run-{key}")
         runs[key] = RunSpec(
             name=key,
             metrics="{out}",
             launch=argv,
             cwd=str(cwd),
             env=env,
-            source=SourceSpec(repo=str(tmp / "lib-repo"), rev=tag),
+            source=SourceSpec(
+                repo=str(tmp / "lib-repo"), rev=tag, package="lib" if package else None
+            ),
         )
     return Case(
         name="lib-upgrade",
@@ -204,6 +213,7 @@ def write_case_toml(case: Case, path: Path) -> Path:
             f"[runs.{key}.source]",
             f"repo = {q(run.source.repo)}",
             f"rev = {q(run.source.rev)}",
+            *([f"package = {q(run.source.package)}"] if run.source.package else []),
         ]
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -125,7 +125,7 @@ def test_the_workflow_bisects_to_the_hunk_and_classifies_by_the_comparison(updat
     assert hyp.rationale.split(" ", 1)[0] == "train.py:11"
     assert "+        if step == 2:" in hyp.rationale and "for the reader" in hyp.rationale
     proof = validated_by_rerun(ledger, hyp.id)
-    assert proof is not None and proof.data.match["all_match"] is True
+    assert proof is not None and proof.model_dump(mode="json")["data"]["match"]["all_match"]
     # every probe ran in a throwaway worktree: the user's checkout is as it was
     assert git.Repo(update_case.run_b.cwd).git.status("--porcelain") == ""
 

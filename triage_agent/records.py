@@ -102,6 +102,11 @@ class SourceSpec(Record):
     repo: str = Field(description="path to a git repository (or a plain source directory)")
     rev: str | None = Field(default=None, description="git revision; None means the work tree")
     subdir: str | None = Field(default=None, description="part of the repository to scan")
+    package: str | None = Field(
+        default=None,
+        description="an importable package the run takes from this repository at rev: every "
+        "launch puts a throwaway worktree of rev first on PYTHONPATH (nothing is installed)",
+    )
 
 
 class RunSpec(Record):

@@ -293,6 +293,8 @@ def _content_hash(run: RunSpec) -> str:
     spec = run.model_dump(mode="json", exclude={"cwd", "source"})
     spec["metrics"] = (run.metrics or "").split(OUT_TOKEN, 1)[-1]
     spec["source_commit"] = source_commit(run)
+    if run.source is not None and run.source.package:
+        spec["source_package"] = run.source.package
     spec["versions"] = library_versions()
     spec["cache_version"] = CACHE_VERSION
     h.update(json.dumps(spec, sort_keys=True).encode())
@@ -479,6 +481,10 @@ def materialize(
     changes = changes or LaunchChanges()
     env = launch_env(run, changes)
     check_launchable(run, env)
+    if run.source is not None and run.source.package and "PYTHONPATH" not in changes.env:
+        from .bisect.package import package_on_path  # a checkout, first on PYTHONPATH
+
+        package_on_path(run, env)
     pols = list(policies or [])
     key = run_key(run, pols, capture, changes)
     out = (Path(workspace) / "runs" / run.name / f"{label}-{key}").resolve()

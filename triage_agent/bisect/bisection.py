@@ -96,9 +96,13 @@ def _target(case: Case, repo: str | Path | None, rev_range: str | None) -> tuple
 
 def _mode(case: Case, repo_path: str) -> Mode:
     """B runs inside the worktree when its working directory is a checkout of the
-    repository; otherwise the repository is a package it imports."""
+    repository (and the case names no package taken from it); otherwise the repository is
+    a package it imports."""
     import git
 
+    src = case.run_b.source
+    if src is not None and src.package:
+        return "pythonpath"
     repo = open_repo(repo_path)
     try:
         cwd_repo = git.Repo(case.run_b.cwd or ".", search_parent_directories=True)
@@ -106,6 +110,21 @@ def _mode(case: Case, repo_path: str) -> Mode:
         return "pythonpath"
     same = Path(cwd_repo.common_dir).resolve() == Path(repo.common_dir).resolve()
     return "source-dir" if same else "pythonpath"
+
+
+def _note_dirty(case: Case, ledger: Ledger, mode: Mode) -> None:
+    """Say so when B's checkout has uncommitted changes: no probe holds them."""
+    if mode != "source-dir":
+        return
+    work = open_repo(case.run_b.cwd or ".")
+    changed = [d.a_path for d in work.index.diff(None)] + work.untracked_files
+    if changed:
+        ledger.note(
+            f"run B's checkout {work.working_tree_dir} has {len(changed)} uncommitted change(s) "
+            f"({', '.join(changed[:5])}): every probe builds committed revisions in a "
+            "throwaway worktree, so those changes are in no probe, and they are left as they are",
+            level="warning",
+        )
 
 
 class Bisection:
@@ -382,6 +401,7 @@ def bisect_case(
     ledger.record_case(case)
     mode = _mode(case, rng.repo)
     git_repo = open_repo(rng.repo)
+    _note_dirty(case, ledger, mode)
     prober = Prober(
         case,
         ledger,

@@ -160,10 +160,15 @@ class BisectResult(BaseModel):
         default=None, description="B with exactly the culprits (or hunks) reverted"
     )
     hypothesis: str | None = Field(default=None, description="supported when proof matched")
-    probes: list[ProbeResult] = Field(default_factory=list, description="in the order asked")
+    probes: list[ProbeResult] = Field(
+        default_factory=list,
+        description="in the order first asked (a tree asked again is one probe)",
+    )
     probes_to_first_bad: int = 0
     reruns: int = Field(default=0, description="probes launched by this call")
-    reused: int = Field(default=0, description="probes read back from the ledger")
+    reused: int = Field(
+        default=0, description="probes an earlier call recorded, read back from the ledger"
+    )
     cached: int = Field(
         default=0, description="probes whose tree matched an earlier one's: its outputs reused"
     )

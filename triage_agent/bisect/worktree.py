@@ -83,7 +83,7 @@ class Patches:
         return self._hunk_patch[hid]
 
 
-def _remove(repo, path: Path) -> None:
+def remove_worktree(repo, path: Path) -> None:
     import git
 
     try:
@@ -122,7 +122,7 @@ def built(repo, tree: TreeSpec, name: str, patches: Patches) -> Iterator[Path]:
 
     path = scratch_root() / name
     if path.exists():  # left by a killed run
-        _remove(repo, path)
+        remove_worktree(repo, path)
     repo.git.worktree("prune")
     repo.git.worktree("add", "--detach", str(path), tree.base)
     try:
@@ -141,7 +141,7 @@ def built(repo, tree: TreeSpec, name: str, patches: Patches) -> Iterator[Path]:
             _apply_reverse(wt, patches.hunk(hid), f"hunk {hid}", three_way=False)
         yield path
     finally:
-        _remove(repo, path)
+        remove_worktree(repo, path)
 
 
 def place_in(repo, b: str, hunk: Hunk, patches: Patches) -> str:
