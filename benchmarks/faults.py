@@ -675,6 +675,16 @@ class WorkflowKill:
         )
 
 
+def _launches_held(events: list) -> int:
+    """Launches whose result the ledger holds: baselines (a note each) and reruns."""
+    return sum(
+        1
+        for e in events
+        if (e.kind == "note" and str(e.data.get("text", "")).startswith("baseline run"))
+        or (e.kind == "evidence" and e.data.get("kind") == "rerun")
+    )
+
+
 def _evidence_by_kind(ws: Path) -> Counter:
     from triage_agent.ledger import Ledger
 
@@ -690,7 +700,8 @@ def _copy_case(src: Path, dest: Path) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".triage", "launches.log"))
     train = dest / "train.py"
-    train.write_text(_COUNT_LAUNCH + train.read_text())
+    if train.is_file():
+        train.write_text(_COUNT_LAUNCH + train.read_text())
     return dest
 
 
@@ -763,7 +774,8 @@ def workflow_kill(
         cwd=case,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # each stage's line as it is printed, not when a pipe's buffer fills
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
     )
     os.set_blocking(proc.stdout.fileno(), False)
     out, held = "", 0
@@ -774,7 +786,7 @@ def workflow_kill(
             events = Ledger(ws).read_events()[0] if (ws / "ledger.jsonl").exists() else []
         except TriageError:
             events = []
-        held = sum(1 for e in events if e.kind == "note" and "baseline run" in str(e.data))
+        held = _launches_held(events)
         if _stage_reached(stage, out, events, _launches(case), max(held, 2)):
             proc.send_signal(signal.SIGKILL)
             r.reached = True
@@ -802,13 +814,13 @@ def workflow_kill(
     got = _evidence_by_kind(ws)
     r.duplicated = sum(max(0, got[k] - ref.evidence[k]) for k in got)
     r.missing = sum(max(0, ref.evidence[k] - got[k]) for k in ref.evidence)
-    # a launch cut short by the kill is redone: at most one launch more than the reference
-    cut = 1 if r.reached and launched_before else 0
+    # launches in flight at the kill (started, their result not in the ledger) are redone
+    cut = max(0, launched_before - held) if r.reached else 0
     r.rerun = _launches(case) - ref.launches - cut
     r.verdict_same = _verdict_key(ws) == ref.verdict
     r.detail = f"killed at {out.strip().splitlines()[-1][:80] if out.strip() else '-'}; "
     r.detail += f"evidence {dict(got)} vs {dict(ref.evidence)}; launches {_launches(case)}"
-    r.detail += f" vs {ref.launches}; {done.stderr.strip()[-200:]}"
+    r.detail += f" vs {ref.launches}, {cut} in flight at the kill; {done.stderr.strip()[-200:]}"
     return r
 
 
