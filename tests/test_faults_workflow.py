@@ -1,7 +1,7 @@
 """Kill -9 of `triage run` as a stage starts, then `triage run` again: the resumed run ends
 as an uninterrupted one does, with no evidence lost or recorded twice and no launch redone
 past the one cut short. CI kills a metric-only case (confirm, scan, verdict) at its scan
-and at its verdict; the benchmark (benchmarks/faults.py --workflow CASE) kills a relaunched
+(and, marked slow, at its verdict); the benchmark (benchmarks/faults.py --workflow CASE) kills a relaunched
 case at every stage it reaches."""
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ def case(tmp_path_factory):
     return root, ref
 
 
-@pytest.mark.parametrize("stage", ["scan", "verdict"])
+@pytest.mark.parametrize(
+    "stage",
+    ["scan", pytest.param("verdict", marks=pytest.mark.slow)],  # 3 runs of triage each
+)
 def test_kill9_at_a_stage_then_resume_loses_and_repeats_nothing(case, tmp_path, stage):
     root, ref = case
     k = faults.workflow_kill(root, tmp_path, stage, ref, timeout=300)
