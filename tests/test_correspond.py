@@ -29,6 +29,9 @@ JOB = textwrap.dedent(
     import json, os, sys
     import torch, deepspeed
     from triage_agent.correspond.capture import attach_deepspeed
+    # one rank uses no shared-memory allreduce: skip building DeepSpeed's op for it, which
+    # takes minutes and waits on any other build of it
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
     out, stage, decay, wrap, clip = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
@@ -252,6 +255,9 @@ MEGATRON_JOB = textwrap.dedent(
     from megatron.core.transformer.module import Float16Module
     from megatron.core.transformer.transformer_config import TransformerConfig
     from triage_agent.correspond.capture import attach_deepspeed
+    # one rank uses no shared-memory allreduce: skip building DeepSpeed's op for it, which
+    # takes minutes and waits on any other build of it
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
     out, wrap = sys.argv[1], sys.argv[2]
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
