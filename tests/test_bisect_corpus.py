@@ -23,9 +23,7 @@ CASE = "lib-upgrade-many-commits"
 
 def _triage(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "triage"
-    return subprocess.run(
-        [str(exe), "bisect", *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
 # 11 reruns of a plain-torch job: 51 s at load 5, 62 s at load 10 on the 2-core machine,
@@ -34,7 +32,7 @@ def _triage(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_corpus_library_upgrade_bisected_to_its_two_hunks(tmp_path):
     (case,) = select(discover(), [CASE])
     toml = stage(case, tmp_path)
-    done = _triage("--case", str(toml), "--json", cwd=toml.parent)
+    done = _triage("bisect", "--case", str(toml), "--json", cwd=toml.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     res = json.loads(done.stdout)
     assert res["status"] == "found"
@@ -50,14 +48,37 @@ def test_corpus_library_upgrade_bisected_to_its_two_hunks(tmp_path):
     assert abs(int(got_line) - int(want_line)) <= case.expected.location_tolerance
     assert [h["hunk"]["file"] for h in res["hunks"]] == ["minitrain/model.py", "minitrain/optim.py"]
     assert all(h["alone"]["outcome"] == "bad" for h in res["hunks"])
+    # each hunk kept alone: the GELU one moves the loss of step 0, the Adam one step 2
+    assert [h["kept"]["first_differing_step"] for h in res["hunks"]] == [0, 2]
     assert res["proof"]["outcome"] == "good"
     st = Ledger(load_case(toml).workspace).state()
     assert st.hypotheses[res["hypothesis"]].status.value == "supported"
 
     # the same command again reads every probe back and renders the tables
-    shown = _triage("--case", str(toml), cwd=toml.parent)
+    shown = _triage("bisect", "--case", str(toml), cwd=toml.parent)
     assert shown.returncode == 0, shown.stderr[-2000:]
     text = shown.stdout
     assert "first bad" in text and "minitrain/model.py:16" in text
     assert 'approximate="tanh"' in text and "for the reader" in text
     assert "0 launched" in text
+
+
+# triage run: baselines, stage 1, a trace, then the bisection (about 13 reruns): 213 s
+@pytest.mark.slow
+def test_corpus_library_upgrade_through_triage_run_names_the_hunk_that_differs_first(tmp_path):
+    (case,) = select(discover(), [CASE])
+    toml = stage(case, tmp_path)
+    ws = str(tmp_path / "ws")
+    done = _triage("run", "--case", str(toml), "-w", ws, cwd=toml.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    st = Ledger(ws).state()
+    v = st.verdict
+    assert v.classification.value == case.expected.classification == "bug"
+    # the hunk whose own effect shows first is named first, the other beside it
+    assert v.location.startswith("minitrain/model.py:16 (alone in B: first differing step 0")
+    assert "minitrain/optim.py:25" in v.location
+    hyp = st.hypotheses[v.hypothesis]
+    assert hyp.category == "source-change" and hyp.status.value == "supported"
+    assert "for the reader" in v.statement and 'approximate="tanh"' in hyp.rationale
+    proof = [e for e in st.evidence if e.id in v.evidence and e.kind.value == "rerun"]
+    assert proof and all(e.result.value == "supported" for e in proof)
