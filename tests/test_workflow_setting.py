@@ -152,6 +152,18 @@ def test_the_state_write_behind_a_call_site_is_the_one_its_values_depend_on(tmp_
     )
     f.write_text(two)
     assert state_write_behind(str(f), 13) == (None, 2)
+    # a counter advanced in another method: where is not read in this one
+    elsewhere = WARMUP.replace("            self.calls += 1\n", "            self.tick()\n")
+    f.write_text(elsewhere)
+    assert state_write_behind(str(f), 12) == (None, -1)
+    # from locals and arguments alone: the call site itself
+    f.write_text(
+        "def step(params, k):\n"
+        "    for i, p in enumerate(params):\n"
+        "        scale = (i + 1) / k\n"
+        "        p.add_(p.grad, alpha=-scale)\n"
+    )
+    assert state_write_behind(str(f), 4) == (None, 0)
 
 
 def test_draws_and_scatters_are_not_arithmetic_reorderings():

@@ -267,7 +267,8 @@ def state_write_behind(file: str, line: int) -> tuple[StateWrite | None, int]:
     """Walk the enclosing function's definitions back from ``line`` (the op's call site):
     which earlier statements the names read there depend on, and among them the writes of
     object state (an attribute assigned or advanced). Returns the one such write and how
-    many there were (0: the value is computed from arguments and locals only)."""
+    many there were (0: the value is computed from arguments and locals only; -1: it reads
+    the object's state and this function writes none of it, or the source cannot be read)."""
     try:
         src = Path(file).read_text()
         tree = ast.parse(src)
@@ -300,6 +301,10 @@ def state_write_behind(file: str, line: int) -> tuple[StateWrite | None, int]:
             writes[s.lineno] = StateWrite(file=file, line=s.lineno, function=fn.name, text=text)
     if len(writes) == 1:
         return next(iter(writes.values())), 1
+    args = fn.args.posonlyargs + fn.args.args
+    owner = args[0].arg if args else None
+    if not writes and owner and any(w.startswith(owner + ".") for w in wanted):
+        return None, -1  # object state written elsewhere: where is not read here
     return None, len(writes)
 
 
@@ -426,10 +431,15 @@ def read_proven_setting(
     file, _, line = d.caller.rpartition(":")
     write, n = state_write_behind(file, int(line)) if line.isdigit() else (None, -1)
     site = f"{_short(file, case)}:{line}"
-    if n > 1:
+    if n > 1 or n < 0:
+        behind = (
+            f"depends on {n} writes of object state: which one is not read"
+            if n > 1
+            else "depends on object state this function does not write (or its source is unread)"
+        )
         return unknown(
             f"the scalar given to {where} at {site} differs ({differ[0][0]!r} vs "
-            f"{differ[0][1]!r}) and depends on {n} writes of object state: which one is not read"
+            f"{differ[0][1]!r}) and {behind}"
         )
     shown = ", ".join(f"{a!r} vs {b!r}" for a, b in differ[:3])
     if write is not None:
