@@ -139,6 +139,7 @@ def test_fragment_maps_resolve_every_parameter_of_the_flat_partition(captures):
     assert spans[0][0] == 0 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
     assert side["optimizer"] == "torch.optim.adamw.AdamW" and side["steps"] == 3
     assert side["wrapper"] == "DeepSpeedZeroOptimizer"
+    assert side["resolution_check"] == "safe_get_full_fp32_param agrees for all 7 whole parameters"
 
 
 def test_mapping_pairs_by_init_bytes_through_a_wrapper_and_ties_by_name(captures):

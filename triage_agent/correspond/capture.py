@@ -43,6 +43,7 @@ class _Resolved:
     fragments: dict[int, list[_Fragment]] = field(default_factory=dict)
     sites: list[TensorSite] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    check: str = ""
 
 
 def _setting(v: Any) -> str:
@@ -117,6 +118,7 @@ class BoundaryCapture:
             wrapper=wrapper,
             sites=resolved.sites,
             outputs=names,
+            resolution_check=resolved.check,
         )
         torch.save({n: _cpu(p) for n, p in resolved.params.items()}, self.dir / "init.pt")
         self._write_meta()
@@ -310,7 +312,33 @@ def resolve_deepspeed(engine: Any) -> _Resolved:
                 _Fragment(name, hp.start, hp.numel, shape)
             )
             out.params[name] = lp if whole else lp.reshape(-1).narrow(0, lpa.start, lpa.numel)
+    out.check = _check_against_helper(opt, out)
     return out
+
+
+def _check_against_helper(opt: Any, out: _Resolved) -> str:
+    """Each whole parameter's fp32 slice, cut by its fragment map here, against what
+    DeepSpeed's own ``safe_get_full_fp32_param`` assembles for it."""
+    import torch
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    cut = {
+        f.name: (i, f)
+        for i, flat in enumerate(opt.single_partition_of_fp32_groups)
+        for f in out.fragments.get(id(flat), [])
+    }
+    bad, n = [], 0
+    for name, lp in out.params.items():
+        if name not in cut or "[" in name:
+            continue
+        i, f = cut[name]
+        mine = opt.single_partition_of_fp32_groups[i].reshape(-1).narrow(0, f.start, f.numel)
+        n += 1
+        if not torch.equal(mine.view(f.shape), safe_get_full_fp32_param(lp)):
+            bad.append(name)
+    if bad:
+        return f"safe_get_full_fp32_param disagrees for {len(bad)} of {n}: {', '.join(bad[:5])}"
+    return f"safe_get_full_fp32_param agrees for all {n} whole parameters"
 
 
 def attach_deepspeed(

@@ -38,6 +38,10 @@ class SideMeta(BaseModel):
     sites: list[TensorSite]
     outputs: list[str] = Field(description="output names captured per step")
     steps: int = 0
+    resolution_check: str = Field(
+        default="",
+        description="how the resolved storage was checked against the framework's own reader",
+    )
     settings: dict[int, dict[str, dict[str, str]]] = Field(
         default_factory=dict,
         description="step -> parameter name -> optimizer setting -> exact repr, as the "
