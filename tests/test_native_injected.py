@@ -41,7 +41,8 @@ def _trace(tmp_path: Path, name: str, argv: list[str], level: str, native: bool)
     env = dict(os.environ)
     if not native:
         env["TRIAGE_NATIVE"] = "0"
-    res = capture_command(argv, cfg, env=env, timeout_s=300)
+    # a DeepSpeed rank may first (re)build its shm op: minutes on a loaded machine
+    res = capture_command(argv, cfg, env=env, timeout_s=900)
     assert res.exit_code == 0, Path(res.stderr_log).read_text()[-2000:]
     assert res.files, res.warnings
     out = {}
