@@ -6,7 +6,8 @@ two runs over the step where the difference arises then shows what the setting c
 The reading takes the first divergent event of that trace (ops of the training steps, the
 init phase left out: digests of memory not yet written differ there by themselves):
 
-- the op sequences part (one run executes ops the other does not, or in another order), every
+- the op sequences part (one run executes ops the other does not, or in another order), or
+  a paired op reads values both runs computed alike in another order (a sum reordered); every
   op where they differ is arithmetic (adds, products, divisions, norms, sums, casts, views),
   and the first differing metric is within rounding of the other run's (at most
   ``ROUNDING_ULPS``): the same quantity computed in another order or grouping, the
@@ -18,10 +19,10 @@ init phase left out: digests of memory not yet written differ there by themselve
   or scale), a value the arithmetic of both runs shares and that should not depend on the
   setting. A bug, located by walking the enclosing function's definitions back from the op's
   call site to the one write of object state they depend on (a counter advanced in a loop),
-  else at the call site itself.
+  or at the call site when the value comes from its locals and arguments alone.
 - anything else (a random or atomic op, equal arguments, a first event already receiving
-  different inputs, no call site, more than one state write, a large metric difference with
-  reordered ops): unknown. The setting stays named; nothing is guessed.
+  different inputs, no call site, more than one state write or object state written
+  elsewhere, a large metric difference with reordered ops): unknown. The setting stays named; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, Field
 
-from ..compare import load_runs
+from ..compare import load_run, load_runs
 from ..compare.classify import artifact_reason, is_view_like
 from ..errors import TriageError
 from ..evidence_data import TraceCompareData
@@ -321,7 +322,7 @@ def _metric_ulps(rep: MismatchReport) -> float:
 
 
 def _dumped_call(trace_dir: str, d: FirstDivergence) -> dict[str, Any] | None:
-    run = load_runs(trace_dir, trace_dir)[0]
+    run = load_run(trace_dir)
     stream = run.ranks.get(d.rank)
     if stream is None:
         return None
