@@ -96,6 +96,8 @@ class _Tool(Tool):
             cause = exc.__cause__
             if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
                 raise ToolError(f"Error executing tool {self.name}: {_one_line(cause)}") from cause
+            if isinstance(cause, TriageError):  # a validator that runs the library's own check
+                raise ToolError(f"Error executing tool {self.name}: {_one_line(cause)}") from cause
             raise
 
 

@@ -91,3 +91,19 @@ def test_hostile_paths_are_one_line_errors_not_tracebacks(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(InputError, match="cannot write the report"):
         write_report(Ledger(tmp_path / ".triage"), tmp_path / "afile")
+
+
+def test_an_argument_a_library_check_refuses_is_a_one_line_tool_error(tmp_path):
+    """run_workflow's executor.ray is checked by the library's check_ray_address, which raises an
+    InputError inside argument validation: the client got a generic 'Error executing tool'
+    and the server logged a traceback, where the check's own line was due."""
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    async def go():
+        async with Client(build_server(Workspace(tmp_path))) as c:
+            return await c.call_tool("run_workflow", {"executor": {"ray": "runs/a"}})
+
+    res = fuzz_mcp.anyio.run(go)
+    assert res.is_error and "not a Ray address" in res.content[0].text
