@@ -18,6 +18,7 @@ from __future__ import annotations
 from . import bisect_tools as b
 from . import case_tools as c
 from . import compare_tools as k
+from . import correspond_tools as x
 from . import intervention_tools as i
 from . import repro_tools as r
 from . import scan_tools as s
@@ -103,6 +104,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         k.ConfirmBytesOut,
         APPENDS,
         k.confirm_bytes,
+    ),
+    ToolSpec(
+        "compare_boundaries",
+        "Compare two frameworks' boundary captures",
+        x.CompareBoundariesIn,
+        x.CompareBoundariesOut,
+        APPENDS,
+        x.compare_boundaries,
     ),
     ToolSpec(
         "record_hypothesis",
