@@ -104,8 +104,9 @@ def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(tmp_
 
 
 @pytest.mark.slow
-def test_source_upgrade_no_probe_explains_is_proven_by_reverting_one_changed_file(tmp_path):
-    """Two files change, one matters, no finding points at it: each file is reverted alone."""
+def test_source_upgrade_no_probe_explains_is_proven_by_bisecting_to_the_hunk(tmp_path):
+    """Two files change, one matters, no finding points at it: the revisions are bisected
+    to the commit, then to the hunk, whose revert alone makes B match A."""
     case = load_case(build_trainlib_case(tmp_path, change="clip-order"))
     ledger = Ledger(case.workspace)
     result = run_workflow(case, ledger, RunOptions(timeout_s=300, max_hypotheses=3))
@@ -118,9 +119,8 @@ def test_source_upgrade_no_probe_explains_is_proven_by_reverting_one_changed_fil
         for e in st.evidence_for(v.hypothesis)
         if e.kind == EvidenceKind.rerun and e.result == EvidenceResult.supported
     ]
-    assert proof and proof[-1].data.reverted == "trainlib/optim.py"
-    assert proof[-1].id in v.evidence
-    # the harmless file, if it was tried, was refuted by its own revert
-    for h in st.hypotheses.values():
-        if "data.py" in h.statement:
-            assert h.status.value == "refuted"
+    assert proof and proof[-1].data.bisect is not None and proof[-1].id in v.evidence
+    assert v.location.startswith("trainlib/optim.py:")
+    # the harmless file is in no supported hypothesis
+    supported = [h for h in st.hypotheses.values() if h.status.value == "supported"]
+    assert supported and not any("data.py" in h.statement for h in supported)
