@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, Field
 
 from probes.model import Category
@@ -83,7 +85,7 @@ def _contained_module_or_path(ws: Workspace, raw: str) -> str:
     from probes.scope import resolve_module
 
     p = ws.absolute(raw)
-    if not p.exists() and "/" not in raw and raw.replace(".", "").replace("_", "").isalnum():
+    if not os.path.exists(p) and "/" not in raw and raw.replace(".", "").replace("_", "").isalnum():
         mod = resolve_module(raw)
         if mod is not None:
             p = mod

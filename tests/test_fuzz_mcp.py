@@ -107,3 +107,12 @@ def test_an_argument_a_library_check_refuses_is_a_one_line_tool_error(tmp_path):
 
     res = fuzz_mcp.anyio.run(go)
     assert res.is_error and "not a Ray address" in res.content[0].text
+
+
+def test_a_scan_path_past_name_max_is_refused_in_one_line(tmp_path):
+    """scan checked whether a path argument exists with Path.exists(), which raises on a
+    name past NAME_MAX: a server traceback, found by the fuzzer after the first fixes."""
+    from mcp_server.scan_tools import _contained_module_or_path
+
+    with pytest.raises(InputError, match="invalid path"):
+        _contained_module_or_path(Workspace(tmp_path), "x" * 300)
