@@ -1,4 +1,5 @@
-"""`triage ops build|locks`: DeepSpeed's JIT ops built ahead of time, and dead build locks."""
+"""`triage ops build|locks`: DeepSpeed's JIT ops and the native tracer built ahead of time, and
+dead build locks."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from .common import console, err_console
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="DeepSpeed's just-in-time C++ ops.", no_args_is_help=True)
+    group = typer.Typer(
+        help="The just-in-time C++ ops: DeepSpeed's and the native tracer.", no_args_is_help=True
+    )
     app.add_typer(group, name="ops")
 
     @group.command(
         "build",
-        help="Build the DeepSpeed ops runs load (shm allreduce, Adam) so no run's timeout "
-        "pays for a first build. Cached builds only load.",
+        help="Build the ops runs load (DeepSpeed's shm allreduce and Adam, the native tracer) so "
+        "no run's timeout pays for a first build. Cached builds only load.",
     )
     def build(
         op: Annotated[
@@ -29,13 +32,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from ..jit_ops import DEFAULT_OPS, build_ops, extensions_root, lock_notes, ninja_on_path
 
-        with console.status("building DeepSpeed ops", spinner="dots") as status:
+        with console.status("building ops", spinner="dots") as status:
             results, removed = build_ops(
                 tuple(op) if op else DEFAULT_OPS, progress=lambda m: status.update(m)
             )
         for n in lock_notes(removed):
             err_console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
-        t = Table(title=f"DeepSpeed ops ({len(results)})")
+        t = Table(title=f"JIT ops ({len(results)})")
         for col in ("op", "status", "s", "detail"):
             t.add_column(col)
         colour = {"ready": "green", "skipped": "yellow", "failed": "red"}
