@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -286,11 +287,33 @@ def run_process(
     )
 
 
+class Cancelled(KeyboardInterrupt):
+    """A command ended by :func:`end_side_by_side` (Ctrl-C reached another thread)."""
+
+
+_CANCEL = threading.Event()
+
+
+def end_side_by_side(pool: Executor) -> None:
+    """End the commands ``pool``'s threads are running, then wait for the threads. Ctrl-C
+    reaches the main thread only; without this, commands launched side by side in worker
+    threads would run to completion before the process could exit. Every command running in
+    any thread meanwhile is ended too, as Ctrl-C would end it."""
+    _CANCEL.set()
+    try:
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        _CANCEL.clear()
+
+
 def _wait_unreaped(pid: int, timeout_s: float | None) -> bool:
-    """Wait for ``pid`` to exit without reaping it; False when ``timeout_s`` passed first."""
+    """Wait for ``pid`` to exit without reaping it; False when ``timeout_s`` passed first.
+    Raises Cancelled once :func:`end_side_by_side` asks."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     pause = 0.005
     while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if _CANCEL.is_set():
+            raise Cancelled
         if deadline is not None and time.monotonic() >= deadline:
             return False
         time.sleep(pause)

@@ -45,6 +45,7 @@ from pydantic import BaseModel, Field
 
 from .errors import InputError
 from .policies import PATCHES_ENV, FunctionPatch, PatchFile, patch_events
+from .process import end_side_by_side
 from .records import Case, Provenance, RunSpec
 from .trace_format import TRACE_GLOB
 
@@ -581,7 +582,11 @@ def materialize_both(
     with ThreadPoolExecutor(2) as pool:
         fa = pool.submit(materialize, case.run_a, workspace, label, **kw)
         fb = pool.submit(materialize, case.run_b, workspace, label, **kw)
-        return fa.result(), fb.result()
+        try:
+            return fa.result(), fb.result()
+        except BaseException:
+            end_side_by_side(pool)
+            raise
 
 
 def materialize_case(

@@ -35,6 +35,7 @@ from ..boundary_capture import BoundaryConfig, launch_env
 from ..evidence_data import ManifestData
 from ..ledger import Ledger
 from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
+from ..process import end_side_by_side
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
 from ..runs import LaunchChanges, RunOutcome, materialize
 from .arms import Arm
@@ -137,7 +138,11 @@ def _capture(
 
     with ThreadPoolExecutor(2) as pool:
         fa, fb = pool.submit(one, case.run_a), pool.submit(one, case.run_b)
-        return {"a": fa.result(), "b": fb.result()}
+        try:
+            return {"a": fa.result(), "b": fb.result()}
+        except BaseException:
+            end_side_by_side(pool)
+            raise
 
 
 def _pick(recs: list[BoundaryRecord], point: str, rank: int, pid: int | None = None):
