@@ -66,10 +66,12 @@ def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path)
     assert v is not None and v.classification.value != "unknown"
     chain = {e.id: e for e in st.evidence if e.id in v.evidence}
     kinds = {(e.kind, e.result) for e in chain.values()}
-    assert (EvidenceKind.reproducer, EvidenceResult.supported) in kinds
+    # The state at the step boundaries names the RNG streams the resume did not restore, and
+    # the rerun with them restored proves it: the verdict rests on that rerun, not on a trace.
     assert (EvidenceKind.rerun, EvidenceResult.supported) in kinds
+    assert "rng" in f"{v.location} {v.statement}".lower()
     traces = [e for e in chain.values() if e.kind == EvidenceKind.trace_compare]
-    assert traces and traces[-1].data.origin["b"]["step"] == 37
+    assert not traces or traces[-1].data.origin["b"]["step"] == 37
     rerun = next(e for e in chain.values() if e.kind == EvidenceKind.rerun)
     assert rerun.data.first_step is None and rerun.data.common_steps == 41
     assert st.hypotheses[v.hypothesis].status.value == "supported"
