@@ -11,16 +11,20 @@ import pytest
 from triage_agent.process import Cancelled, end_side_by_side, run_process
 
 
-def _sleeper(tmp_path, name):
+def _python(tmp_path, code, name, timeout_s=300):
     return run_process(
-        [sys.executable, "-c", "import time; time.sleep(120)"],
+        [sys.executable, "-c", code],
         cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin"},
-        timeout_s=300,
+        timeout_s=timeout_s,
         stdout_path=tmp_path / f"{name}.out",
         stderr_path=tmp_path / f"{name}.err",
         housekeeping=False,
     )
+
+
+def _sleeper(tmp_path, name):
+    return _python(tmp_path, "import time; time.sleep(120)", name)
 
 
 def test_ending_side_by_side_commands_ends_both_groups_at_once(tmp_path):
@@ -38,15 +42,7 @@ def test_ending_side_by_side_commands_ends_both_groups_at_once(tmp_path):
             f.result()
     assert _sleepers() == []
     # the request is scoped to that pool: a later command runs normally
-    out = run_process(
-        [sys.executable, "-c", "print('ok')"],
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin"},
-        timeout_s=60,
-        stdout_path=tmp_path / "c.out",
-        stderr_path=tmp_path / "c.err",
-        housekeeping=False,
-    )
+    out = _python(tmp_path, "print('ok')", "c", timeout_s=60)
     assert out.returncode == 0
 
 
