@@ -14,6 +14,9 @@ so they all behave the same way:
   and the runner waits until they are gone before it returns. Ranks that outlive a
   normally exiting launcher can otherwise still be writing the trace directory while it is
   read; the pids ended that way are returned as ``strays``;
+- if the runner itself dies (SIGKILL of ``triage run``), a guard process beside it ends
+  every command still running, group and marker alike (:mod:`.process_guard` says why
+  neither a parent-death signal nor reaping at the next run would do);
 - stdout and stderr go to files, each capped in size (the rest is drained, not kept);
 - what dead jobs left that would hang this one (a C++ build lock no process holds, DeepSpeed
   shm buffers no process maps) is removed before and after, in one place
@@ -30,14 +33,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -45,13 +49,11 @@ from pydantic import BaseModel, Field
 
 from .errors import InputError
 from .jit_ops import clear_stale_locks, lock_notes
+from .process_guard import KILL_GRACE_S, MARKER_ENV, PROC, end_all, marker_of, start_time
 from .records import utcnow
 from .shm_buffers import buffer_note, clear_dead_buffers
 
 DEFAULT_OUTPUT_CAP = 4 << 20
-MARKER_ENV = "TRIAGE_PROCESS_MARK"
-KILL_GRACE_S = 3.0
-PROC = Path("/proc")
 
 
 class ProcessResult(BaseModel):
@@ -125,72 +127,70 @@ def _pump(stream: BinaryIO, path: Path, cap: int, truncated: list[bool]) -> None
     stream.close()
 
 
-def _is_member(d: Path, pgid: int, marker: bytes) -> bool:
-    """Whether the process at ``/proc/<pid>`` is live and in the group or marked."""
-    try:
-        # the command name may hold spaces and parentheses: fields follow the last ')'
-        fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        if fields[0] in ("Z", "X"):
-            return False  # exited: holds no file open, writes nothing
-        if int(fields[2]) == pgid:
-            return True
-        return marker in (d / "environ").read_bytes().split(b"\0")
-    except (OSError, IndexError, ValueError):
-        return False  # gone, or another user's process
+class _Guard:
+    """This process's orphan guard (:mod:`.process_guard`), started at the first launch."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None  # the process that owns the pipe (a fork has none)
+        self._w: int | None = None
+        self._proc: subprocess.Popen | None = None
 
-def _members(pgid: int, marker: bytes) -> list[int]:
-    """Live processes of the group ``pgid`` or carrying ``marker`` in their environment."""
-    if not (PROC / "self").is_dir():
-        return []
-    me = str(os.getpid())
-    return sorted(
-        int(d.name)
-        for d in PROC.iterdir()
-        if d.name.isdigit() and d.name != me and _is_member(d, pgid, marker)
-    )
+    def _pipe(self) -> int | None:
+        with self._lock:
+            if self._pid == os.getpid():
+                return self._w
+            self._pid, self._w = os.getpid(), None
+            if not (PROC / "self").is_dir():
+                return None
+            r, w = os.pipe()  # not inheritable: no launched command holds the write end
+            root = str(Path(__file__).resolve().parents[1])
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+                ),
+            }
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-S", "-m", "triage_agent.process_guard", str(r)],
+                    pass_fds=(r,),
+                    env=env,
+                    cwd="/",
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    # a session of its own: a signal to the runner's group spares it
+                    start_new_session=True,
+                )
+                self._w = w
+            except OSError:
+                os.close(w)  # no guard: launches still run, unguarded against our death
+            finally:
+                os.close(r)
+            return self._w
 
-
-def _signal(pid: int, sig: signal.Signals, pgid: int, marker: bytes) -> None:
-    """Signal ``pid`` only if it is still one of ours (a pid may have been reused since)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return
-    try:
-        # the pidfd pins the process: if it is a member now, the signal reaches that process
-        if _is_member(PROC / str(pid), pgid, marker):
-            signal.pidfd_send_signal(fd, sig)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def end_all(pgid: int, marker: bytes, grace_s: float = KILL_GRACE_S) -> list[int]:
-    """End every process of the group or with the marker: SIGTERM, then SIGKILL; wait.
-
-    Returns the pids that were found running. Waits at most ``grace_s`` after SIGTERM and
-    as long again after SIGKILL (a process in uninterruptible sleep can take that long).
-    """
-    seen: set[int] = set()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        live = _members(pgid, marker)
-        seen.update(live)
+    @contextmanager
+    def watching(self, token: str) -> Iterator[Callable[[int], None]]:
+        """While the command ``token`` may have processes running: the guard ends them if
+        this process dies first. Call what it yields with the leader's pid once started."""
+        self.say("+", token)  # before the start: the marker names its processes already
         try:
-            os.killpg(pgid, sig)  # also reaches a member forked since the scan
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in live:
-            _signal(pid, sig, pgid, marker)
-        deadline = time.monotonic() + grace_s
-        while live and time.monotonic() < deadline:
-            time.sleep(0.05)
-            live = _members(pgid, marker)
-            seen.update(live)
-        if not live:
-            break
-    return sorted(seen)
+            yield lambda pid: self.say("=", token, pid, start_time(pid) or "-")
+        finally:
+            self.say("-", token)
+
+    def say(self, *words: object) -> None:
+        """One line to the guard; a single write under PIPE_BUF, so threads never interleave."""
+        w = self._pipe()
+        if w is None:
+            return
+        try:
+            os.write(w, (" ".join(map(str, words)) + "\n").encode())
+        except OSError:
+            pass  # the guard is gone: nothing more to do than run unguarded
+
+
+_GUARD = _Guard()
 
 
 def run_process(
@@ -216,75 +216,77 @@ def run_process(
     if timeout_s is not None and not 0 < timeout_s <= 7 * 24 * 3600:
         raise InputError(f"timeout must be between 0 and 604800 s, got {timeout_s}")
     token = uuid.uuid4().hex
-    marker = f"{MARKER_ENV}={token}".encode()
+    marker = marker_of(token)
     run_env = {**env, MARKER_ENV: token}
     out_p, err_p = Path(stdout_path), Path(stderr_path)
     left = [clear_leftovers()] if housekeeping else []
     started, t0 = utcnow(), time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=run_env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            shell=False,
-        )
-    except OSError as exc:
-        raise InputError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
-    truncated = {"out": [False], "err": [False]}
-    pumps = [
-        threading.Thread(target=_pump, args=(s, p, output_cap, t), daemon=True)
-        for s, p, t in (
-            (proc.stdout, out_p, truncated["out"]),
-            (proc.stderr, err_p, truncated["err"]),
-        )
-    ]
-    for t in pumps:
-        t.start()
-    try:
-        timed_out = not _wait_unreaped(proc.pid, timeout_s)
-    except BaseException:
-        # Ctrl-C: leave nothing of the command running behind us
-        end_all(proc.pid, marker, grace_s)
+    with _GUARD.watching(token) as launched:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=run_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                shell=False,
+            )
+        except OSError as exc:
+            raise InputError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+        launched(proc.pid)
+        truncated = {"out": [False], "err": [False]}
+        pumps = [
+            threading.Thread(target=_pump, args=(s, p, output_cap, t), daemon=True)
+            for s, p, t in (
+                (proc.stdout, out_p, truncated["out"]),
+                (proc.stderr, err_p, truncated["err"]),
+            )
+        ]
+        for t in pumps:
+            t.start()
+        try:
+            timed_out = not _wait_unreaped(proc.pid, timeout_s)
+        except BaseException:
+            # Ctrl-C: leave nothing of the command running behind us
+            end_all(proc.pid, marker, grace_s)
+            proc.wait()
+            if housekeeping:
+                clear_leftovers()
+            raise
+        # The leader is not reaped yet (a zombie when it exited), so its pid still names this
+        # group and no other: the group is ended, and only then is the leader reaped.
+        ended = end_all(proc.pid, marker, grace_s)
         proc.wait()
+        strays = [] if timed_out else [p for p in ended if p != proc.pid]
         if housekeeping:
-            clear_leftovers()
-        raise
-    # The leader is not reaped yet (a zombie when it exited), so its pid still names this
-    # group and no other: the group is ended, and only then is the leader reaped.
-    ended = end_all(proc.pid, marker, grace_s)
-    proc.wait()
-    strays = [] if timed_out else [p for p in ended if p != proc.pid]
-    if housekeeping:
-        # a process killed mid-way through a first C++ build leaves a lock later runs wait on,
-        # and DeepSpeed never unlinks its shm buffers
-        left.append(clear_leftovers())
-    for t in pumps:
-        t.join(10)
-    return ProcessResult(
-        argv=list(argv),
-        returncode=None if timed_out else proc.returncode,
-        timed_out=timed_out,
-        duration_s=round(time.monotonic() - t0, 3),
-        stdout_path=str(out_p),
-        stderr_path=str(err_p),
-        stdout_truncated=truncated["out"][0],
-        stderr_truncated=truncated["err"][0],
-        cwd=str(Path(cwd).resolve()),
-        executable=_resolve(argv[0], cwd, env),
-        env_sha256=hashlib.sha256(
-            "\0".join(f"{k}={v}" for k, v in sorted(env.items())).encode()
-        ).hexdigest(),
-        host=socket.gethostname(),
-        pid=proc.pid,
-        started=started,
-        strays=strays,
-        removed_locks=[p for x in left for p in x.locks],
-        housekeeping=[n for x in left for n in x.buffers],
-    )
+            # a process killed mid-way through a first C++ build leaves a lock later runs wait on,
+            # and DeepSpeed never unlinks its shm buffers
+            left.append(clear_leftovers())
+        for t in pumps:
+            t.join(10)
+        return ProcessResult(
+            argv=list(argv),
+            returncode=None if timed_out else proc.returncode,
+            timed_out=timed_out,
+            duration_s=round(time.monotonic() - t0, 3),
+            stdout_path=str(out_p),
+            stderr_path=str(err_p),
+            stdout_truncated=truncated["out"][0],
+            stderr_truncated=truncated["err"][0],
+            cwd=str(Path(cwd).resolve()),
+            executable=_resolve(argv[0], cwd, env),
+            env_sha256=hashlib.sha256(
+                "\0".join(f"{k}={v}" for k, v in sorted(env.items())).encode()
+            ).hexdigest(),
+            host=socket.gethostname(),
+            pid=proc.pid,
+            started=started,
+            strays=strays,
+            removed_locks=[p for x in left for p in x.locks],
+            housekeeping=[n for x in left for n in x.buffers],
+        )
 
 
 class Cancelled(KeyboardInterrupt):
