@@ -246,7 +246,8 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
         if ma is not None:  # the fix check's rerun does not depend on the trace: overlap them
             prefetch.fix_reruns(case, Path(ledger.workspace), supported, opts.timeout_s)
         status("stage 2", f"tracing steps {max(rep.step - 1, 0)}-{rep.step}")
-        trace = run_stage2(
+        trace = prefetch.alongside(  # Ctrl-C in stage 2 ends the fix check's rerun too
+            run_stage2,
             case,
             ledger,
             rep,
