@@ -125,7 +125,8 @@ def test_bisect_stopped_by_its_budget_resumes_from_the_ledger_without_rerunning(
 
 def test_bisect_opens_a_bad_merge_to_the_side_commit_that_moves_the_bits(tmp_path):
     case = make_merge_case(tmp_path)
-    res = bisect_case(case, Ledger(case.workspace), hunks=False)
+    ledger = Ledger(case.workspace)
+    res = bisect_case(case, ledger, hunks=False)
     assert res.status == "found", res.message
     assert [c.subject for c in res.commits[:4]] == [
         "notes: one",
@@ -140,3 +141,10 @@ def test_bisect_opens_a_bad_merge_to_the_side_commit_that_moves_the_bits(tmp_pat
     assert {q.outcome for q in side} == {"good", "bad"}  # the note is good, the change bad
     assert _subjects(res.culprits) == ["merge side"] and res.proof.outcome == "good"
     assert "brought in by merge" in res.message
+    # the hunks were not searched: the conclusion and the hypothesis say so and point at the
+    # whole commit's diff, which the result does not hold
+    assert not res.hunks and "hunk(s)" not in res.message
+    statement = ledger.state().hypotheses[res.hypothesis].statement
+    for text in (res.message, statement):
+        assert "diff of each hunk" not in text and "hunks were not searched" in text, text
+        assert f"git show {res.culprits[0].short}" in text, text

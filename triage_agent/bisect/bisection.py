@@ -47,7 +47,6 @@ from ..records import Case, Hypothesis, HypothesisStatus
 from ..runs import require_relaunchable
 from .history import Range, first_parent, open_range, open_repo, side_commits
 from .model import (
-    READER_NOTE,
     BisectProgress,
     BisectResult,
     CommitInfo,
@@ -56,6 +55,7 @@ from .model import (
     Mode,
     ProbeResult,
     TreeSpec,
+    reader_note,
 )
 from .probe import BudgetSpent, Prober
 from .search import ddmin, first_bad, probes_left
@@ -279,12 +279,13 @@ class Bisection:
             if placed
             else "commit(s) " + ", ".join(c.said() for c in culprits)
         )
+        res.reader_note = reader_note(bool(placed), culprits)
         if hid not in ledger.state().hypotheses:
             ledger.put_hypothesis(
                 Hypothesis(
                     id=hid,
                     statement=f"the change in {what} between {rng.a_rev} and {rng.b_rev} moves "
-                    f"the bits: B with exactly that reverted matches A on every step; {READER_NOTE}",
+                    f"the bits: B with exactly that reverted matches A on every step; {res.reader_note}",
                     category="source-change",
                     rationale="bisection of "
                     f"{len(self.chain)} commit(s), then delta debugging over commits and hunks",

@@ -21,7 +21,7 @@ Mode = Literal["source-dir", "pythonpath"]
 
 READER_NOTE = (
     "whether the new arithmetic is a bug or a valid numerical-policy change is for the "
-    "reader to judge: the diff of each hunk is shown"
+    "reader to judge"
 )
 
 
@@ -40,6 +40,15 @@ class CommitInfo(BaseModel):
 
     def said(self) -> str:
         return f"{self.short} {self.subject!r}"
+
+
+def reader_note(hunks_searched: bool, culprits: list[CommitInfo]) -> str:
+    """The reader's part, pointing at the diff to judge: the hunks' own, which the result
+    holds, or, when the hunks were not searched, each culprit commit's, which it does not."""
+    if hunks_searched:
+        return f"{READER_NOTE}: the diff of each hunk is shown"
+    shows = ", ".join(f"`git show {c.short}`" for c in culprits)
+    return f"{READER_NOTE}: the hunks were not searched, so no diff is shown; see {shows}"
 
 
 class TreeSpec(BaseModel):
@@ -173,4 +182,6 @@ class BisectResult(BaseModel):
         default=0, description="probes whose tree matched an earlier one's: its outputs reused"
     )
     seconds: float = 0.0
-    reader_note: str = READER_NOTE
+    reader_note: str = Field(
+        default=READER_NOTE, description="the reader's part, and where the diff to judge is"
+    )
