@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from ..evidence_data import MetricsData
 from ..ledger import Ledger
-from ..records import Case, Classification, EvidenceKind, EvidenceResult, Verdict
+from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Verdict
 from ..runs import RunOutcome
 from .arms import Arm, first_supported, prior_rerun
 from .fixcheck import relaunch_evidence
@@ -207,23 +207,40 @@ def crash_cause(
 ) -> Verdict | None:
     """Try each declared difference on the failing run with the other run's value; the
     verdict when one makes it complete and match (see the module docstring)."""
+    from .writer_watch import writer_cause
+
+    f = failure_of(failed)
+
+    def writer(arm: Arm | None, proof: Evidence | None) -> Verdict | None:
+        return writer_cause(
+            case,
+            ledger,
+            failed,
+            other,
+            f,
+            arm,
+            proof,
+            timeout_s=timeout_s,
+            deadline=deadline,
+            on_status=on_status,
+        )
+
     mine = [a for a in declared if a.run == failed.run]
-    if not mine:
-        return None
-    hyp = first_supported(
-        case,
-        ledger,
-        mine,
-        timeout_s=timeout_s,
-        deadline=deadline,
-        what="declared differences carrying the failure",
-        on_status=on_status,
-    )
+    hyp = None
+    if mine:
+        hyp = first_supported(
+            case,
+            ledger,
+            mine,
+            timeout_s=timeout_s,
+            deadline=deadline,
+            what="declared differences carrying the failure",
+            on_status=on_status,
+        )
     if hyp is None:
-        return None
+        return None if made_here(f) else writer(None, None)
     arm = next(a for a in mine if a.hypothesis.id == hyp.id)
     proof = prior_rerun(ledger, hyp.id)
-    f = failure_of(failed)
     who, them = failed.run.upper(), other.run.upper()
     carried = (
         f"run {who} fails ({f.error}) at {f.site() or 'an unknown frame'}; with "
@@ -233,6 +250,9 @@ def crash_cause(
     why = made_here(f)
     evidence = [e for e in (proof.id if proof else None,) if e]
     if why is None:
+        found = writer(arm, proof)
+        if found is not None:
+            return found
         v = Verdict(
             hypothesis=hyp.id,
             classification=Classification.unknown,
