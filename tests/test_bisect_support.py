@@ -41,6 +41,7 @@ def update(w, g, lr):
 TRAIN = """import argparse
 import importlib.util
 import os
+import time
 
 import torch
 
@@ -53,6 +54,8 @@ a = p.parse_args()
 # said before the library is imported, so a library that fails to import is counted too
 with open(os.environ["BISECT_LAUNCHES"], "a") as f:
     f.write(os.path.realpath(importlib.util.find_spec("lib").origin) + "\\n")
+# a test that interrupts a probe holds it here, launched and not yet finished
+time.sleep(float(os.environ.get("BISECT_PAUSE", "0")))
 from lib import ops  # noqa: E402
 torch.manual_seed(0)
 torch.set_num_threads(1)
