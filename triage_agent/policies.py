@@ -236,6 +236,7 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     patched.__name__ = getattr(original, "__name__", attr)
     patched.__qualname__ = getattr(original, "__qualname__", attr)
     patched._triage_patch = patch.target  # type: ignore[attr-defined]
+    patched.__wrapped__ = original  # type: ignore[attr-defined]  # a replacement may call it
     new: Any = patched
     if isinstance(owner, type):
         # keep the descriptor kind, so the arguments a caller passes stay the same

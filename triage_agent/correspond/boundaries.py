@@ -154,6 +154,8 @@ def diagnose(
         vals = "; ".join(f"A {va} vs B {vb}" for va, vb in sorted(values[key]))
         return Policy(
             name=f"optimizer setting {key!r} per tensor",
+            kind="setting",
+            setting=key,
             detail=(
                 f"the inner optimizers held {key} {vals} for {len(hit)} paired tensors "
                 f"({_shape_classes(hit, mapping)}); {len(differing)} tensors differ at "
@@ -173,6 +175,7 @@ def diagnose(
     if ratio is not None and abs(ratio[0] - 1) < 1e-5 and abs(ratio[1] - 1) < 1e-5:
         return Policy(
             name="gradient scale (clip coefficient or loss scale)",
+            kind="gradient-scale",
             detail=(
                 f"{said}; outputs upstream match; B/A over every nonzero element lies in "
                 f"[{ratio[0]:.9g}, {ratio[1]:.9g}]: one scalar multiplies every gradient on "
@@ -183,7 +186,9 @@ def diagnose(
         )
     if first.boundary == "outputs":
         name = "forward arithmetic" if first.step == 0 else "forward from updated weights"
-        return Policy(name=name, detail=f"{said}; weights equal at init", explains_all=False)
+        return Policy(
+            name=name, kind="forward", detail=f"{said}; weights equal at init", explains_all=False
+        )
     return Policy(
         name=f"{first.boundary} arithmetic with equal inputs",
         detail=(

@@ -88,6 +88,7 @@ class BoundaryCapture:
         resolved: _Resolved,
         wrapper: str,
         outputs: tuple[str, ...],
+        clip: float | None = None,
     ) -> None:
         import torch
 
@@ -118,6 +119,7 @@ class BoundaryCapture:
             wrapper=wrapper,
             sites=resolved.sites,
             outputs=names,
+            clip=clip,
             resolution_check=resolved.check,
         )
         torch.save({n: _cpu(p) for n, p in resolved.params.items()}, self.dir / "init.pt")
@@ -268,8 +270,9 @@ def attach_megatron(
 ) -> BoundaryCapture:
     subs = getattr(optimizer, "chained_optimizers", None) or [optimizer]
     wrapper = ", ".join(sorted({type(s).__name__ for s in subs}))
+    clip = getattr(getattr(subs[0], "config", None), "clip_grad", None)
     return BoundaryCapture(
-        out_dir, "megatron", model, resolve_megatron(model, optimizer), wrapper, outputs
+        out_dir, "megatron", model, resolve_megatron(model, optimizer), wrapper, outputs, clip
     )
 
 
@@ -351,4 +354,44 @@ def attach_deepspeed(
         resolve_deepspeed(engine),
         type(engine.optimizer).__name__,
         outputs,
+        float(engine.gradient_clipping()),
+    )
+
+
+# -- plain torch -------------------------------------------------------------------------------
+def attach_torch(
+    out_dir: str | os.PathLike[str],
+    model: Any,
+    optimizer: Any,
+    masters: dict[str, Any],
+    *,
+    outputs: tuple[str, ...] = (),
+    clip: float = 0.0,
+) -> BoundaryCapture:
+    """A reference trainer written in plain torch: ``optimizer`` (a ``torch.optim``
+    optimizer) updates ``masters``, one fp32 tensor per model parameter by its name, which
+    the trainer copies into the model after each step."""
+    named = dict(model.named_parameters())
+    missing = sorted(set(masters) - set(named))
+    if missing:
+        from ..errors import InputError
+
+        raise InputError(f"masters name no parameter of the model: {', '.join(missing[:5])}")
+    group_of = {id(p): g for g, grp in enumerate(optimizer.param_groups) for p in grp["params"]}
+    out = _Resolved(inners=[optimizer], check="masters given by name, one per parameter")
+    for name, m in masters.items():
+        out.sites.append(
+            TensorSite(
+                name=name,
+                shape=list(m.shape),
+                dtype=str(named[name].dtype).removeprefix("torch."),
+                master=f"masters[{name!r}] ({str(m.dtype).removeprefix('torch.')})",
+                grad=f"masters[{name!r}].grad",
+                group=group_of.get(id(m), -1),
+            )
+        )
+        out.fragments[id(m)] = [_Fragment(name, 0, m.numel(), tuple(m.shape))]
+        out.params[name] = named[name]
+    return BoundaryCapture(
+        out_dir, "torch", model, out, type(optimizer).__name__, outputs, float(clip)
     )

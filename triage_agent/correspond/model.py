@@ -31,13 +31,17 @@ class SideMeta(BaseModel):
     """What a capture directory holds (``side.json``)."""
 
     version: int = Field(ge=1, le=SIDE_VERSION)
-    framework: Literal["megatron", "deepspeed"]
+    framework: Literal["megatron", "deepspeed", "torch"]
     versions: dict[str, str | None] = Field(default_factory=dict)
     optimizer: str = Field(description="the class that really ran the update")
     wrapper: str = Field(description="the framework optimizer around it")
     sites: list[TensorSite]
     outputs: list[str] = Field(description="output names captured per step")
     steps: int = 0
+    clip: float | None = Field(
+        default=None,
+        description="the gradient-norm clip the framework applies (0: none; None: not read)",
+    )
     resolution_check: str = Field(
         default="",
         description="how the resolved storage was checked against the framework's own reader",
@@ -102,6 +106,12 @@ class Policy(BaseModel):
     """What the evidence at the first differing boundary says differs."""
 
     name: str = Field(description="short label, e.g. 'weight_decay per tensor'")
+    kind: Literal["setting", "gradient-scale", "arithmetic", "forward"] = Field(
+        default="arithmetic", description="what sort of evidence named it"
+    )
+    setting: str | None = Field(
+        default=None, description="the optimizer setting held differently, for kind 'setting'"
+    )
     detail: str
     tensors: list[str] = Field(default_factory=list, description="A's names it applies to")
     explains_all: bool = Field(description="it covers every differing tensor of the boundary")
@@ -126,3 +136,72 @@ class CompatTable(BaseModel):
     unmapped: int = 0
     pairs: int = 0
     intervention: str | None = Field(default=None, description="applied to B, if any")
+
+
+# -- the alignment loop: one intervention on B per differing boundary ------------------------
+class Candidate(BaseModel):
+    """One intervention on B drawn from B's own configuration surface."""
+
+    intervention: str = Field(description="its text form (interventions.parse_intervention)")
+    source: Literal["config-key", "launch-flag", "replace"]
+    governs: str = Field(description="the policy it governs, as the catalogue or flag says")
+    why: str = Field(description="where it was found")
+    relevant: bool = Field(description="what it governs matches the diagnosed policy")
+
+
+class Attempt(BaseModel):
+    candidate: Candidate
+    outcome: Literal["aligned", "still differs", "earlier boundary differs", "failed", "refused"]
+    first_after: str | None = Field(
+        default=None, description="the first differing (step, boundary) with it, if any"
+    )
+    detail: str = ""
+    seconds: float = 0.0
+    evidence_id: str | None = None
+
+
+class AlignStep(BaseModel):
+    """One differing boundary, what the evidence named there, and what was tried on B."""
+
+    step: int
+    boundary: Boundary
+    policy: Policy | None
+    hypothesis_id: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    proven_by: str | None = Field(default=None, description="the aligning intervention")
+    unproven_why: str = ""
+
+
+class AlignRow(BaseModel):
+    """A boundary of the compatibility table: as launched, why, and with the alignments."""
+
+    boundary: Boundary
+    launched: Literal["match", "differs", "not captured"]
+    first_step: int | None = None
+    policy: str | None = None
+    proven_by: str | None = Field(default=None, description="intervention that aligned it")
+    aligned: Literal["match", "differs", "not captured"] = Field(
+        description="the verdict with every proven intervention applied to B"
+    )
+    note: str = ""
+
+
+class Alignment(BaseModel):
+    """The compatibility table of one cell, written by the loop: per boundary match or
+    differs, and by which policy, each policy proven by one intervention on B or left
+    unproven."""
+
+    a: str
+    b: str
+    steps: int
+    pairs: int
+    unmapped: int
+    given: list[str] = Field(default_factory=list, description="interventions the user gave")
+    kept: list[str] = Field(default_factory=list, description="proven interventions, in order")
+    rows: list[AlignRow]
+    walk: list[AlignStep]
+    launched: CompatTable = Field(description="the comparison as launched (with the given)")
+    aligned: CompatTable = Field(description="the comparison with every kept intervention")
+    reruns: int = 0
+    seconds: float = 0.0
+    stopped: str = Field(default="", description="why the loop ended")

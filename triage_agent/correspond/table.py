@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .model import CompatTable
+from .model import Alignment, AlignRow, CompatTable
 
 
 def verdict_line(t: CompatTable, boundary: str) -> str:
@@ -48,4 +48,91 @@ def markdown(t: CompatTable) -> str:
     if t.policy:
         lines += ["", f"First difference: {t.policy.name}: {t.policy.detail}"]
     lines += ["", *(verdict_line(t, r.boundary) for r in t.rows)]
+    return "\n".join(lines) + "\n"
+
+
+# -- the alignment: the compatibility table with each policy's proof ------------------------
+def _sides(t: CompatTable | Alignment) -> str:
+    return f"{t.a.split()[0]} vs {t.b.split()[0]}"
+
+
+def align_said(r: AlignRow) -> str:
+    """match / differs (policy, from step N), proven by X / unproven / matches once aligned."""
+    if r.launched != "differs":
+        return r.launched
+    said = f"differs ({r.policy or 'unnamed'}, from step {r.first_step})"
+    if r.proven_by == "unproven":
+        return f"{said}, unproven"
+    if r.proven_by:
+        return f"{said}, proven by {r.proven_by}"
+    if r.aligned == "match":
+        return f"{said}, matches with the proven alignments"
+    return f"{said}, not reached"
+
+
+def align_line(t: Alignment, r: AlignRow) -> str:
+    """``megatron vs deepspeed boundary master_weights: differs (...), proven by ...``."""
+    return f"{_sides(t)} boundary {r.boundary}: {align_said(r)}"
+
+
+def _attempt_lines(t: Alignment) -> list[str]:
+    out = []
+    for i, s in enumerate(t.walk, 1):
+        name = s.policy.name if s.policy else "unnamed"
+        out.append(f"{i}. {s.boundary} at step {s.step}: {name}")
+        for a in s.attempts:
+            out.append(
+                f"   - `{a.candidate.intervention}` ({a.candidate.source}: "
+                f"{a.candidate.governs}): {a.outcome}; {a.detail}"
+            )
+        if s.proven_by is None:
+            out.append(f"   - unproven: {s.unproven_why}")
+    return out
+
+
+def align_rich(t: Alignment) -> Table:
+    title = (
+        f"{t.a}  vs  {t.b}: {t.steps} steps, {t.pairs} pairs, {t.unmapped} unmapped, "
+        f"{t.reruns} reruns of B"
+    )
+    if t.given:
+        title += f"\nB with: {'; '.join(t.given)}"
+    out = Table(title=title)
+    for col in ("boundary", "as launched", "from step", "policy", "proven by", "aligned"):
+        out.add_column(col)
+    for r in t.rows:
+        c0 = {"match": "green", "differs": "red"}.get(r.launched, "yellow")
+        c1 = {"match": "green", "differs": "red"}.get(r.aligned, "yellow")
+        out.add_row(
+            r.boundary,
+            f"[{c0}]{r.launched}[/]",
+            "" if r.first_step is None else str(r.first_step),
+            r.policy or "",
+            r.proven_by or "",
+            f"[{c1}]{r.aligned}[/]",
+        )
+    return out
+
+
+def align_markdown(t: Alignment) -> str:
+    lines = [
+        f"A: {t.a}  ",
+        f"B: {t.b}" + (f", with `{'; '.join(t.given)}`" if t.given else "") + "  ",
+        f"{t.steps} steps compared, {t.pairs} parameter pairs, {t.unmapped} unmapped, "
+        f"{t.reruns} reruns of B, {t.seconds} s",
+        "",
+        "| boundary | as launched | from step | policy | proven by | aligned |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in t.rows:
+        step = "" if r.first_step is None else str(r.first_step)
+        proof = (
+            f"`{r.proven_by}`" if r.proven_by and r.proven_by != "unproven" else (r.proven_by or "")
+        )
+        lines.append(
+            f"| {r.boundary} | {r.launched} | {step} | {r.policy or ''} | {proof} | {r.aligned} |"
+        )
+    lines += ["", "Proven policies: " + ("; ".join(f"`{k}`" for k in t.kept) or "none")]
+    lines += ["", *_attempt_lines(t), "", f"Stopped: {t.stopped}", ""]
+    lines += [align_line(t, r) for r in t.rows]
     return "\n".join(lines) + "\n"
