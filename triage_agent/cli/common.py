@@ -1,29 +1,20 @@
-"""Shared CLI helpers: the workspace of the current case, consoles, option types."""
+"""Shared CLI helpers: the workspace and case of the current command, consoles, groups."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from ..config import load_case
-from ..errors import LedgerError
+from ..errors import InputError, LedgerError
 from ..ledger import Ledger
+from ..records import Case
+from .options import CaseOpt, WorkspaceOpt  # noqa: F401  (the commands import them from here)
 
 console = Console(soft_wrap=False)
 err_console = Console(stderr=True, soft_wrap=True)
-
-CaseOpt = Annotated[
-    Path | None, typer.Option("--case", help="Case file (default: ./triage.toml if present).")
-]
-WorkspaceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace", "-w", help="Workspace directory (default: the case's, or .triage)."
-    ),
-]
 
 
 def workspace_for(case_path: Path | None, workspace: Path | None) -> Path:
@@ -43,3 +34,18 @@ def existing_ledger_for(case_path: Path | None, workspace: Path | None) -> Ledge
     if not ledger.path.is_file():
         raise LedgerError(f"no ledger at {ledger.path}: run `triage run` first or pass --workspace")
     return ledger
+
+
+def required_case(case_path: Path | None) -> Case:
+    """The case of a command that cannot run without one; none found is bad input."""
+    case = load_case(case_path)
+    if case is None:
+        raise InputError("no case: pass --case or run in a directory with a triage.toml")
+    return case
+
+
+def subgroup(app: typer.Typer, name: str, help: str) -> typer.Typer:
+    """A group of subcommands under ``triage NAME`` (bare ``triage NAME`` shows its help)."""
+    group = typer.Typer(help=help, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group

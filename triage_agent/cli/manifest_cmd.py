@@ -9,20 +9,21 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .common import console
+from .common import console, subgroup
+from .options import JsonOpt
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Checkpoint state manifests.", no_args_is_help=True)
-    app.add_typer(group, name="manifest")
+    group = subgroup(app, "manifest", "Checkpoint state manifests.")
 
-    @group.command("diff", help="Say which tensors, scalars and RNG streams differ.")
+    @group.command("diff")
     def diff(
         a: Annotated[Path, typer.Argument(help="manifest A (JSON)")],
         b: Annotated[Path, typer.Argument(help="manifest B (JSON)")],
-        as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
+        as_json: JsonOpt = False,
         limit: Annotated[int, typer.Option("--limit", min=1, help="rows shown")] = 50,
     ) -> None:
+        """Say which tensors, scalars and RNG streams differ."""
         from ..manifest import diff_manifests, load_manifest
 
         d = diff_manifests(load_manifest(a), load_manifest(b))

@@ -10,14 +10,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .common import console
+from .common import console, subgroup
+from .options import JsonOpt
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(
-        help="Metric fingerprints (exact bits per step and rank).", no_args_is_help=True
-    )
-    app.add_typer(group, name="metrics")
+    group = subgroup(app, "metrics", "Metric fingerprints (exact bits per step and rank).")
 
     @group.command(
         "diff",
@@ -36,7 +34,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         no_plot: Annotated[bool, typer.Option("--no-plot", help="no PNG (the default)")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="print the diff as JSON")] = False,
+        as_json: JsonOpt = False,
     ) -> None:
         from ..metrics import diff_metrics, load_metrics
         from ..metrics_plot import check_png_path, distance, plot_metric_distance

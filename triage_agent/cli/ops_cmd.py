@@ -10,14 +10,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .common import console, err_console
+from .common import console, err_console, subgroup
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(
-        help="The just-in-time C++ ops: DeepSpeed's and the native tracer.", no_args_is_help=True
-    )
-    app.add_typer(group, name="ops")
+    group = subgroup(app, "ops", "The just-in-time C++ ops: DeepSpeed's and the native tracer.")
 
     @group.command(
         "build",

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from ..errors import InputError
 from .common import console
-from .trace_cmd import JsonOpt, PolicyOpt, RunIdOpt, TimeoutOpt, launch_out_dir
+from .options import CommandArg, JsonOpt, PolicyOpt, RanksOpt, RunIdOpt, TimeoutOpt
+from .trace_cmd import launch_out_dir
 
 
 def _settings(**kwargs):
@@ -36,19 +37,19 @@ def register(app: typer.Typer) -> None:
         "exit code is passed through.",
     )
     def record(
-        command: Annotated[list[str], typer.Argument(help="the training command, after --")],
+        command: CommandArg,
         out: Annotated[
             Path | None,
             typer.Option("--out", help="recording directory (default: .triage/records/rec-<time>)"),
         ] = None,
+        level: Annotated[str, typer.Option("--level", help="module | collective")] = "module",
         cap_mb: Annotated[
             float, typer.Option("--cap-mb", help="disk cap per rank, MiB (oldest steps go first)")
         ] = 256.0,
+        ranks: RanksOpt = None,
         segment_mb: Annotated[
             float, typer.Option("--segment-mb", help="size at which a segment is closed, MiB")
         ] = 16.0,
-        level: Annotated[str, typer.Option("--level", help="module | collective")] = "module",
-        ranks: Annotated[str | None, typer.Option("--ranks", help="e.g. 0,1 or 0-3")] = None,
         backend: Annotated[str, typer.Option("--backend", help="auto | native | python")] = "auto",
         side_stream: Annotated[
             bool, typer.Option("--side-stream", help="digest on a CUDA stream of its own")
@@ -61,8 +62,9 @@ def register(app: typer.Typer) -> None:
         from ..fingerprint import parse_ranks
         from ..fingerprint.recorder import record_command
 
+        out_dir = launch_out_dir(command, out, "record", Path(".triage/records"), "rec")
         settings = _settings(
-            out_dir=launch_out_dir(command, out, "record", Path(".triage/records"), "rec"),
+            out_dir=out_dir,
             cap_bytes=int(cap_mb * (1 << 20)),
             segment_bytes=int(segment_mb * (1 << 20)),
             level=level,
@@ -88,16 +90,14 @@ def register(app: typer.Typer) -> None:
         code = result.capture.exit_code
         sys.exit(124 if code is None else code)
 
-    @app.command(
-        "record-window",
-        help="Copy steps A-B of every rank's ring in RECORDING into OUT as one trace per rank "
-        "(what `triage trace --steps A-B` would have written), for `triage compare`.",
-    )
+    @app.command("record-window")
     def record_window(
         recording: Annotated[Path, typer.Argument(help="a directory written by triage record")],
         steps: Annotated[str, typer.Option("--steps", help="the window, N or A-B")],
         out: Annotated[Path, typer.Option("--out", help="trace directory to write")],
     ) -> None:
+        """Copy steps A-B of every rank's ring in RECORDING into OUT as one trace per rank
+        (what `triage trace --steps A-B` would have written), for `triage compare`."""
         from ..fingerprint import parse_steps
         from ..fingerprint.recorder import window
 

@@ -15,7 +15,8 @@ import typer
 from rich.markup import escape
 
 from ..errors import InputError
-from .common import CaseOpt, WorkspaceOpt, console, err_console
+from .common import console, err_console, required_case
+from .options import CaseOpt, JsonOpt, WorkspaceOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -48,17 +49,14 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[
             float | None, typer.Option("--timeout", help="seconds per command (default: case's)")
         ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+        as_json: JsonOpt = False,
         case: CaseOpt = None,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        from ..config import load_case
         from ..interventions import intervene, parse_intervention
         from ..ledger import Ledger
 
-        cfg = load_case(case)
-        if cfg is None:
-            raise InputError("no case: pass --case or run in a directory with a triage.toml")
+        cfg = required_case(case)
         if not changes and source_dir is None:
             raise InputError("no intervention: give --intervene (e.g. 'env OMP_NUM_THREADS=1')")
         ivs = [parse_intervention(t) for t in changes]

@@ -13,16 +13,7 @@ from rich.table import Table
 
 from ..errors import InputError
 from .common import console
-
-# Options of the commands that launch a training command (trace, record).
-RunIdOpt = Annotated[str, typer.Option("--run-id", help="label in every header")]
-PolicyOpt = Annotated[
-    list[str] | None, typer.Option("--policy", help="policy applied in every process")
-]
-TimeoutOpt = Annotated[
-    float | None, typer.Option("--timeout", help="seconds before the run is killed")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+from .options import CommandArg, JsonOpt, PolicyOpt, RanksOpt, RunIdOpt, TimeoutOpt
 
 
 def launch_out_dir(
@@ -42,7 +33,7 @@ def register(app: typer.Typer) -> None:
         "JSONL trace per rank. The command's exit code is passed through.",
     )
     def trace(
-        command: Annotated[list[str], typer.Argument(help="the training command, after --")],
+        command: CommandArg,
         steps: Annotated[
             str | None,
             typer.Option(
@@ -65,7 +56,7 @@ def register(app: typer.Typer) -> None:
         scope: Annotated[
             str | None, typer.Option("--scope", help="regex over module scopes")
         ] = None,
-        ranks: Annotated[str | None, typer.Option("--ranks", help="e.g. 0,1 or 0-3")] = None,
+        ranks: RanksOpt = None,
         out: Annotated[
             Path | None,
             typer.Option(
