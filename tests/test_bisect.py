@@ -148,3 +148,24 @@ def test_bisect_opens_a_bad_merge_to_the_side_commit_that_moves_the_bits(tmp_pat
     for text in (res.message, statement):
         assert "diff of each hunk" not in text and "hunks were not searched" in text, text
         assert f"git show {res.culprits[0].short}" in text, text
+
+
+def test_bisect_with_hunks_after_one_without_reads_the_commit_probes_back(tmp_path):
+    case = make_case(tmp_path, ONE_BAD[3:])
+    ledger = Ledger(case.workspace)
+    whole = bisect_case(case, ledger, hunks=False)
+    assert whole.status == "found" and not whole.hunks
+    done = probe_launches(tmp_path)
+
+    narrowed = bisect_case(case, ledger)
+    assert narrowed.status == "found" and [h.hunk.location for h in narrowed.hunks] == [
+        "lib/ops.py:7"
+    ]
+    # the bisection and the revert are read back; only trees naming hunks are launched
+    earlier = {q.key for q in whole.probes if q.phase in ("bisect", "revert")}
+    reused = {q.key for q in narrowed.probes if not q.launched}
+    assert earlier <= reused
+    again = probe_launches(tmp_path)[len(done) :]
+    keys = {Path(p).parent.parent.name for p in again}
+    assert not keys & {q.key for q in whole.probes}, "a probe recorded before was launched again"
+    assert all(q.tree.revert_hunks for q in narrowed.probes if q.launched)
