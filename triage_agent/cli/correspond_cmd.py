@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from .common import CaseOpt, WorkspaceOpt, console, workspace_for
+from .common import console, required_case, subgroup, workspace_for
+from .options import CaseOpt, WorkspaceOpt
 
 FormatOpt = Annotated[str, typer.Option("--format", help="table | json | md")]
 OutOpt = Annotated[
@@ -49,8 +50,7 @@ def _show(table, mapping, fmt: str, out: Path | None, metrics: str = "") -> None
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Cross-framework boundary correspondence.", no_args_is_help=True)
-    app.add_typer(group, name="correspond")
+    group = subgroup(app, "correspond", "Cross-framework boundary correspondence.")
 
     @group.command("map", help="Pair two captures' parameters and write the mapping as JSON.")
     def map_cmd(
@@ -93,12 +93,7 @@ def register(app: typer.Typer) -> None:
         case: CaseOpt = None,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        from ..config import load_case
         from ..correspond.workflow import run_case
-        from ..errors import InputError
 
-        cfg = load_case(case)
-        if cfg is None:
-            raise InputError("no case: pass --case FILE or run where triage.toml is")
-        r = run_case(cfg, workspace_for(case, workspace), changes, subdir=subdir)
+        r = run_case(required_case(case), workspace_for(case, workspace), changes, subdir=subdir)
         _show(r.table, r.mapping, fmt, out, r.metrics)
