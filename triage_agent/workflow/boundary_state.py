@@ -18,6 +18,13 @@ the intervention that tests them: a function only one run calls between ``after-
 (suppress it in that run); RNG streams that a resume did not bring back (restore-rng on the
 resumed run). A hypothesis names the job's own frame that called into the data pipeline, so
 a verdict can point at the line of the training loop.
+
+When stage 1 already supports an RNG-state hypothesis, the rerun that the second kind
+would ask for (restore-rng on each run that resumes) is started beside the capture: it
+does not depend on what the manifests show, only whether it is asked for does, and a launch
+round is the largest cost a user waits for. It lands in the run cache under exactly the
+label and key the arm uses, so the arm reuses it; nothing is recorded for it until the arm
+asks, and a rerun that failed is not cached, so the arm launches it again itself.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..boundary_capture import BoundaryConfig, launch_env
+from ..errors import InputError
 from ..evidence_data import ManifestData
+from ..interventions import parse_intervention, rerun
 from ..ledger import Ledger
 from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
 from ..process import end_side_by_side
@@ -114,8 +123,31 @@ def _records(d: Path) -> list[BoundaryRecord]:
     return out
 
 
+def likely_reruns(case: Case, supported: list[Hypothesis]) -> list[tuple[str, str]]:
+    """(run, intervention) of the arms :func:`rng_arms` would propose, when stage 1 already
+    supports an RNG-state cause: restore-rng on each run that resumes (more than one
+    command). Only a guess of what to start early; the manifests decide what is tested."""
+    if not any(str(h.category) == "rng-state" for h in supported):
+        return []
+    return [(r.name, "restore-rng") for r in (case.run_a, case.run_b) if len(r.launch) > 1]
+
+
+def _rerun_early(case: Case, ws: Path, run: str, text: str, timeout_s: float) -> None:
+    try:
+        limit = min(timeout_s, case.timeout_s)  # as the arm's own rerun is bounded
+        rerun(case, run, [parse_intervention(text)], workspace=ws, timeout_s=limit)
+    except InputError:
+        pass  # cannot be applied: the arm says so itself, if it is asked for
+
+
 def _capture(
-    case: Case, ledger: Ledger, k: int | None, step: int, timeout_s: float, on_status
+    case: Case,
+    ledger: Ledger,
+    k: int | None,
+    step: int,
+    timeout_s: float,
+    on_status,
+    beside: list[tuple[str, str]],
 ) -> dict[str, tuple[RunOutcome, list[BoundaryRecord]]]:
     ws = Path(ledger.workspace)
     base = ws / "state" / f"step{step}"
@@ -136,10 +168,14 @@ def _capture(
         )
         return out, _records(rec)
 
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(2 + len(beside)) as pool:
         fa, fb = pool.submit(one, case.run_a), pool.submit(one, case.run_b)
+        early = [pool.submit(_rerun_early, case, ws, run, text, timeout_s) for run, text in beside]
         try:
-            return {"a": fa.result(), "b": fb.result()}
+            got = {"a": fa.result(), "b": fb.result()}
+            for f in early:  # ended before the arms run: one launch per run directory
+                f.result()
+            return got
         except BaseException:
             end_side_by_side(pool)
             raise
@@ -310,8 +346,10 @@ def boundary_arms(
     timeout_s: float,
     deadline: float,
     on_status: Callable[[str], None] = lambda s: None,
+    supported: list[Hypothesis] | None = None,
 ) -> list[Arm]:
-    """Capture, diff and record both runs' state at the boundaries; the arms it proposes."""
+    """Capture, diff and record both runs' state at the boundaries; the arms it proposes.
+    ``supported``: stage 1's supported hypotheses, which say what reruns to start early."""
     assert rep.step is not None
     mark = done_for(ledger.state(), "state", rep.step)
     if mark is not None and mark.get("result"):
@@ -320,11 +358,13 @@ def boundary_arms(
         return []
     first = rep.diff.common_steps[0] if rep.diff.common_steps else 0
     k = rep.step - 1 if rep.step > first else None
+    beside = likely_reruns(case, supported or []) if k is not None else []
     on_status(
         "state manifests of both runs after initialisation"
         + (f" and around step {k}" if k is not None else "")
+        + "".join(f"; {text} on {run.upper()} beside them" for run, text in beside)
     )
-    got = _capture(case, ledger, k, rep.step, timeout_s, on_status)
+    got = _capture(case, ledger, k, rep.step, timeout_s, on_status, beside)
     outs = {run: o for run, (o, _) in got.items()}
     recs = {run: r for run, (_, r) in got.items()}
     result = BoundaryState(after_step=k)

@@ -230,6 +230,7 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             timeout_s=opts.timeout_s,
             deadline=deadline,
             on_status=lambda m: status("state", m),
+            supported=supported,  # what stage 1 supports says which rerun to start beside it
         )
         arms("state at step boundaries", found)
 

@@ -1,0 +1,106 @@
+"""The rerun the state at the step boundaries will ask for, started beside its capture.
+
+A plain-torch job whose resume does not bring back the torch RNG stream: the manifests
+propose restore-rng on the resumed run. When stage 1 already supports an RNG-state cause,
+that rerun is launched beside the capture, so the arm that tests it finds it finished and
+launches nothing. Without such support, nothing extra is launched.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from triage_agent.ledger import Ledger
+from triage_agent.records import Case, EvidenceKind, Hypothesis, RunSpec
+from triage_agent.runs import launches_started
+from triage_agent.workflow.arms import try_arm
+from triage_agent.workflow.boundary_state import boundary_arms, likely_reruns
+from triage_agent.workflow.characterize import characterize
+
+TRAIN = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+torch.manual_seed(1)
+net = torch.nn.Linear(6, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.05)
+x = torch.ones(16, 6)
+step, resumed = 0, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    resumed = ck["step"]
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = net(x + 0.1 * torch.rand(16, 6)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    step += 1
+log.close()
+if save != "-":
+    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": last}, save)
+"""
+
+RNG_CAUSE = Hypothesis(
+    id="H-stage1-rng",
+    statement="checkpoint save/load omits RNG state",
+    category="rng-state",
+    rationale="a stage-1 reproducer supported it",
+)
+
+
+def _case(tmp_path) -> Case:
+    (tmp_path / "train.py").write_text(TRAIN)
+    cmd = ["{python}", "train.py", "{out}"]
+    return Case(
+        name="rng-resume",
+        workspace=str(tmp_path / "ws"),
+        run_a=RunSpec(name="a", metrics="{out}", cwd=str(tmp_path), launch=[[*cmd, "5", "-", "-"]]),
+        run_b=RunSpec(
+            name="b",
+            metrics="{out}",
+            cwd=str(tmp_path),
+            launch=[[*cmd, "2", "{out}/ck.pt", "-"], [*cmd, "5", "-", "{out}/ck.pt"]],
+        ),
+        timeout_s=120,
+    )
+
+
+def test_only_a_supported_rng_cause_and_a_resuming_run_start_a_rerun_early(tmp_path):
+    case = _case(tmp_path)
+    assert likely_reruns(case, [RNG_CAUSE]) == [("b", "restore-rng")]
+    other = RNG_CAUSE.model_copy(update={"category": "nondeterminism"})
+    assert likely_reruns(case, [other]) == []
+    assert likely_reruns(case, []) == []
+
+
+@pytest.mark.slow
+def test_the_resume_arm_reuses_the_rerun_started_beside_the_capture(tmp_path):
+    from triage_agent.runs import materialize_case
+
+    case = _case(tmp_path)
+    ledger = Ledger(case.workspace)
+    a, b = materialize_case(case, tmp_path / "ws")
+    rep = characterize(case, None, a.metrics, b.metrics)
+    assert rep.step == 3
+    before = launches_started()
+    arms = boundary_arms(
+        case, ledger, rep, timeout_s=120, deadline=float("inf"), supported=[RNG_CAUSE]
+    )
+    # A once, B twice for the state; B's rerun under restore-rng twice beside it
+    assert launches_started() - before == 5
+    arm = next(a for a in arms if a.intervention == "restore-rng")
+    assert arm.run == "b" and "torch_cpu" in arm.location
+    before = launches_started()
+    ev = try_arm(case, ledger, arm, timeout_s=120)
+    assert launches_started() == before, "the arm launched its rerun again"
+    assert ev is not None and ev.kind == EvidenceKind.rerun
+    assert ev.data.rerun["cached"] is True and ev.data.common_steps == 6
+    assert ev.hypotheses == [arm.hypothesis.id]
