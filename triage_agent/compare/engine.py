@@ -20,6 +20,7 @@ from .model import Ev, RankStream, TraceRun
 from .producers import find_producers
 from .result import (
     Candidate,
+    Collectives,
     CompareResult,
     CrossRank,
     Divergence,
@@ -153,6 +154,9 @@ def compare_rank(
     first: Divergence | None = None
     origin: Divergence | None = None
     first_receiver: Divergence | None = None
+    # how far into each stream the first divergence and the origin lie (events before them)
+    first_at: dict[str, int] = {}
+    origin_at: dict[str, int] = {}
     artifacts: list[Divergence] = []
     cands: list[Candidate] = []
     seen: set[tuple[int, str | None, str]] = set()  # (step, phase, scope) of divergences
@@ -167,6 +171,9 @@ def compare_rank(
             kind = "missing" if a_ref else "extra"
             assert lone is not None
             cands.append(_candidate(kind, order, lone, rank, a_ref, b_ref))
+            if first is None:
+                side, other = ("a", "b") if a_ref else ("b", "a")
+                first_at = {side: lone.index + 1, other: it.other_index}
             first = first or Divergence(role=kind, a=a_ref, b=b_ref)  # type: ignore[arg-type]
             continue
         jd = judge_pair(it[0], it[1], rank, sa.source, sb.source, records_inputs)
@@ -184,9 +191,11 @@ def compare_rank(
         passes_on = jd.differing_inputs and jd.differing_outputs
         if jd.role == "receiver" and passes_on and first_receiver is None:
             jd = first_receiver = _with_producers(jd, ea, it[1], sa, sb, rank)
+        at = {"a": ea.index + 1, "b": it[1].index + 1}
+        first_at = first_at or at
         first = first or jd
         if jd.role == "origin":
-            origin = jd
+            origin, origin_at = jd, at
             cands.append(_candidate("origin", order, ea, rank, jd.a, jd.b))
             break
     notes: list[str] = []
@@ -220,6 +229,82 @@ def compare_rank(
         unmatched=unmatched,
         unmatched_total=len(unmatched),
         notes=notes,
+        collectives=Collectives(
+            recorded={
+                side: _collectives(s, len(s))
+                for side, s, cut in (("a", sa, a_cut), ("b", sb, b_cut))
+                if cut
+            },
+            through_first={k: _collectives(sa if k == "a" else sb, n) for k, n in first_at.items()},
+            through_origin={
+                k: _collectives(sa if k == "a" else sb, n) for k, n in origin_at.items()
+            },
+        ),
+    )
+
+
+def _collectives(s: RankStream, hi: int) -> int:
+    """Collectives among the first ``hi`` events of ``s``."""
+    hi = min(hi, len(s))
+    return sum(1 for i in s.may_contain("collective", 0, hi) if s.event(i).kind == "collective")
+
+
+def stop_at_dead_peers(results: list[RankResult]) -> list[RankResult]:
+    """Each rank compared only as far as every peer of the same run took part.
+
+    When a rank of a run stops early (killed, hung and reaped), its peers' next collective
+    has nobody on the other end: it fails, hangs or returns what the buffer held, and a
+    rank ended inside it records that. Equal inputs and a different output then read as an
+    origin on the rank that survived. So a divergence on a rank that lies past the
+    collectives a stopped peer of that run recorded is not one: the rank is incomplete
+    there (its origin alone past it: no origin). Collectives are counted per rank, not per
+    process group: exact for one group, and for several it stops a rank early rather than
+    late whenever that rank runs more collectives than its stopped peer.
+    """
+    stopped = [
+        (side, n, r.rank)
+        for r in results
+        if r.collectives is not None
+        for side, n in r.collectives.recorded.items()
+    ]
+    out = []
+    for r in results:
+        c = r.collectives
+        peers = [x for x in stopped if x[2] != r.rank]
+        dead = (
+            None
+            if c is None or r.status != "diverged"
+            else _past(c.through_origin, peers) or _past(c.through_first, peers)
+        )
+        if dead is None:
+            out.append(r)
+            continue
+        side, n, peer = dead
+        notes = [
+            *r.notes,
+            f"rank {peer} of run {side.upper()} stopped after {n} collective(s); this rank "
+            "is compared up to its own collective past those",
+        ]
+        if _past(c.through_first, peers):
+            update = {
+                "status": "incomplete",
+                "first_divergence": None,
+                "first_receiver": None,
+                "candidates": [],
+                "candidates_total": 0,
+                "outside_scope": None,
+            }
+        else:
+            update = {"candidates": [x for x in r.candidates if x.kind != "origin"]}
+        out.append(r.model_copy(update={**update, "origin": None, "notes": notes}))
+    return out
+
+
+def _past(through: dict[str, int], stopped: list[tuple[str, int, int]]) -> tuple | None:
+    """The stopped peer (run, collectives, rank) whose collectives ``through`` goes past."""
+    return next(
+        ((s, n, p) for s, n, p in sorted(stopped, key=lambda x: x[1]) if through.get(s, 0) > n),
+        None,
     )
 
 
@@ -322,6 +407,7 @@ def assemble(
     """One ``CompareResult`` from per-rank results in rank order, however they were computed.
 
     Any warning (a torn or missing rank, different world sizes) makes it incomplete."""
+    results = stop_at_dead_peers(results)
     status = "diverged" if any(r.status == "diverged" for r in results) else "identical"
     return CompareResult(
         status=status,  # type: ignore[arg-type]

@@ -155,6 +155,24 @@ class Widen(_M):
     scope: str | None = None
 
 
+class Collectives(_M):
+    """A rank's collectives, counted where the cross-rank pass needs them: once a peer of the
+    same run stopped early, what a rank did after the collectives that peer never reached
+    is that peer's death (a collective with nobody on the other end), not a finding."""
+
+    recorded: dict[str, int] = Field(
+        default_factory=dict,
+        description="per run ('a', 'b') whose trace of this rank stopped early: its collectives",
+    )
+    through_first: dict[str, int] = Field(
+        default_factory=dict,
+        description="per run: collectives this rank ran up to its first divergence, inclusive",
+    )
+    through_origin: dict[str, int] = Field(
+        default_factory=dict, description="the same, up to its origin"
+    )
+
+
 class RankResult(_M):
     rank: int
     # incomplete: no divergence up to where a run's rank stopped (torn, or no end record);
@@ -187,6 +205,8 @@ class RankResult(_M):
     unmatched: list[Unmatched] = Field(default_factory=list)
     unmatched_total: int = 0
     notes: list[str] = Field(default_factory=list)
+    # for the cross-rank pass only (engine.assemble); not part of the reported result
+    collectives: Collectives | None = Field(default=None, exclude=True)
 
     @property
     def structural_candidates(self) -> list[Candidate]:
