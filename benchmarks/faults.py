@@ -49,6 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the benchmarks' shared table code
+from benchmarks.md_table import markdown_table  # noqa: E402
+
 TOKEN = re.compile(r"kt-w\d+-n\d+")
 PAYLOADS = (0, 64, 4096, 65536, 1 << 20, 16 << 20)
 CLASSES = ("one writer", "several, killed together", "several, killed one by one")
@@ -512,8 +515,14 @@ class RunFault:
             return False
         if self.rank_status is None:
             return True
-        # the faulted rank is never reported equal, and the comparison is not complete
-        return self.compare_exit in (1, 3) and self.rank_status.get(1) != "identical"
+        # the faulted rank is never reported equal, the comparison is not complete, and no
+        # rank diverges: the job is deterministic, so a divergence could only be the dead
+        # peer's collective blamed on the rank that survived it
+        return (
+            self.compare_exit in (1, 3)
+            and self.rank_status.get(1) != "identical"
+            and "diverged" not in self.rank_status.values()
+        )
 
 
 def job_processes(marker: str) -> list[str]:
@@ -840,42 +849,33 @@ def workflow_kill(
 
 
 def workflow_table(kills: list[WorkflowKill], case: str, ref: Reference) -> str:
-    rows = [
-        f"case {case}: uninterrupted run {ref.seconds:.0f} s, {ref.launches} launches, "
-        f"evidence {dict(ref.evidence)}",
-        "| killed at | reached | resumed exit | orphans after the kill | evidence lost "
-        "| duplicated | missing | launches rerun | same verdict | s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for k in kills:
-        rows.append(
-            f"| {k.stage} | {k.reached} | {k.exit_code} | {k.orphans} | {k.lost} "
-            f"| {k.duplicated} | {k.missing} | {max(k.rerun, 0)} | {k.verdict_same} "
-            f"| {k.seconds:.0f} |"
-        )
-    return "\n".join(rows)
+    said = f"case {case}: uninterrupted run {ref.seconds:.0f} s, {ref.launches} launches, "
+    said += f"evidence {dict(ref.evidence)}"
+    cols = ("killed at", "reached", "resumed exit", "orphans after the kill", "evidence lost")
+    cols += ("duplicated", "missing", "launches rerun", "same verdict", "s")
+    rows = (
+        [k.stage, k.reached, k.exit_code, k.orphans, k.lost, k.duplicated, k.missing]
+        + [max(k.rerun, 0), k.verdict_same, f"{k.seconds:.0f}"]
+        for k in kills
+    )
+    return said + "\n" + markdown_table(cols, rows)
 
 
 # -- report -------------------------------------------------------------------------------
 
 
 def kill_table(trials: list[Trial]) -> str:
-    rows = [
-        "| fault | trials | writers | appends returned | lost | torn tails left | quarantined "
-        "by a live writer | survived | crashes |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for klass in CLASSES:
-        ts = [t for t in trials if t.klass == klass]
-        if not ts:
-            continue
-        rows.append(
-            f"| kill -9, {klass} | {len(ts)} | {sum(t.writers for t in ts)} "
-            f"| {sum(t.returned for t in ts):,} | {sum(t.lost for t in ts)} "
-            f"| {sum(t.torn_left for t in ts)} | {sum(t.quarantined_live for t in ts)} "
-            f"| {sum(t.survived for t in ts)} | {sum(bool(t.error) for t in ts)} |"
-        )
-    return "\n".join(rows)
+    cols = ("fault", "trials", "writers", "appends returned", "lost", "torn tails left")
+    cols += ("quarantined by a live writer", "survived", "crashes")
+
+    def row(klass: str, ts: list[Trial]) -> list[object]:
+        n = lambda field: sum(getattr(t, field) for t in ts)  # noqa: E731
+        crashes = sum(bool(t.error) for t in ts)
+        said = [n("lost"), n("torn_left"), n("quarantined_live"), n("survived"), crashes]
+        return [f"kill -9, {klass}", len(ts), n("writers"), f"{n('returned'):,}", *said]
+
+    groups = ((k, [t for t in trials if t.klass == k]) for k in CLASSES)
+    return markdown_table(cols, (row(k, ts) for k, ts in groups if ts))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,12 +57,15 @@ from pathlib import Path
 from typing import Any
 
 # Run as a script, this file's directory comes first on sys.path and a module of the same
-# name as an installed package (mcp_server.py) would shadow it: drop that entry.
+# name as an installed package (mcp_server.py) would shadow it: drop that entry, and put the
+# repository first so that the benchmarks' and the tests' shared code is found.
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path[:] = [str(_HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import anyio  # noqa: E402
 import psutil  # noqa: E402
+
+from benchmarks.md_table import markdown_table  # noqa: E402
 
 MARK = "zzcanary"  # every hostile command string carries it; no real command does
 SECRET = "SECRET-" + "5f1c0de" * 4  # the content of the file every planted link points at
@@ -767,20 +770,21 @@ def fuzz(
     return stats
 
 
+COLUMNS = (
+    "transport", "calls", "valid args", "answered", "refused (one line)", "crashes", "escapes",
+    "secret leaked", "writes outside", "smuggled commands", "hangs", "server tracebacks",
+    "auth refused", "s",
+)  # fmt: skip
+
+
 def table(results: list[Stats]) -> str:
-    rows = [
-        "| transport | calls | valid args | answered | refused (one line) | crashes | escapes "
-        "| secret leaked | writes outside | smuggled commands | hangs | server tracebacks | auth refused | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for s in results:
+    def row(s: Stats) -> list[object]:
         auth = f"{s.auth_refused}/{s.auth_tried}" if s.auth_tried else "-"
-        rows.append(
-            f"| {s.transport} | {s.calls:,} | {s.valid:,} | {s.ok:,} | {s.refused:,} "
-            f"| {s.crashes} | {s.escapes} | {s.leaks} | {s.outside_writes} | {s.smuggled} "
-            f"| {s.hangs} | {s.tracebacks} | {auth} | {s.seconds:.0f} |"
-        )
-    return "\n".join(rows)
+        counts = [s.crashes, s.escapes, s.leaks, s.outside_writes, s.smuggled, s.hangs]
+        calls = [f"{n:,}" for n in (s.calls, s.valid, s.ok, s.refused)]
+        return [s.transport, *calls, *counts, s.tracebacks, auth, f"{s.seconds:.0f}"]
+
+    return markdown_table(COLUMNS, map(row, results))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,9 @@ from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the benchmarks' shared code
+from benchmarks.md_table import markdown_table  # noqa: E402
+
 FIXTURES = ROOT / "tests" / "fixtures" / "compare"
 # thousands of small files are written and removed: memory is much faster than a disk
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
@@ -791,15 +794,13 @@ def _fuzz_job(args: tuple) -> Tally:
 
 
 def table(tallies: list[Tally]) -> str:
-    head = "| format | inputs | valid results | one-line errors | tracebacks | other failures | s |"
-    rows = [head, "|---|---|---|---|---|---|---|"]
-    for t in tallies:
+    def row(t: Tally) -> list[object]:
         o = t.outcomes
-        rows.append(
-            f"| {t.fmt} | {t.inputs:,} | {o['valid']:,} | {o['error']:,} | {o['traceback']:,} "
-            f"| {t.failed - o['traceback']:,} | {t.seconds:.0f} |"
-        )
-    return "\n".join(rows)
+        counts = (t.inputs, o["valid"], o["error"], o["traceback"], t.failed - o["traceback"])
+        return [t.fmt, *(f"{n:,}" for n in counts), f"{t.seconds:.0f}"]
+
+    head = ("format", "inputs", "valid results", "one-line errors", "tracebacks", "other failures")
+    return markdown_table((*head, "s"), map(row, tallies))
 
 
 def main(argv: list[str] | None = None) -> int:
