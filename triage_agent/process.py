@@ -158,7 +158,10 @@ class _Guard:
                     env=env,
                     cwd="/",
                     stdin=subprocess.DEVNULL,
+                    # no pipe of ours held open: a caller reading our output to its end
+                    # would otherwise wait for the guard too
                     stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                     # a session of its own: a signal to the runner's group spares it
                     start_new_session=True,
                 )

@@ -258,8 +258,8 @@ def stop_at_dead_peers(results: list[RankResult]) -> list[RankResult]:
     origin on the rank that survived. So a divergence on a rank that lies past the
     collectives a stopped peer of that run recorded is not one: the rank is incomplete
     there (its origin alone past it: no origin). Collectives are counted per rank, not per
-    process group: exact for one group, and for several it stops a rank early rather than
-    late whenever that rank runs more collectives than its stopped peer.
+    process group: exact for one group; with several, a rank that runs more collectives than
+    its stopped peer is stopped early (less compared), one that runs fewer can be late.
     """
     stopped = [
         (side, n, r.rank)
