@@ -53,12 +53,19 @@ def test_mcp_compare_boundaries_over_stdio(tmp_path):
             out["cmd"] = await call(
                 "compare_boundaries", {"a_dir": "dumps/z1", "b_dir": "dumps/z2", "command": "ls"}
             )
+            out["nodirs"] = await call("compare_boundaries", {})
+            out["dirs_and_align"] = await call(
+                "compare_boundaries", {"a_dir": "dumps/z1", "b_dir": "dumps/z2", "align": True}
+            )
         return out
 
     out = run_async(go)
     tool = out["tool"]
     assert not tool.annotations.read_only_hint and not tool.annotations.open_world_hint
-    assert set(tool.input_schema["properties"]) == {"a_dir", "b_dir", "hypotheses"}
+    assert set(tool.input_schema["properties"]) == {
+        *("a_dir", "b_dir", "hypotheses"),
+        *("align", "interventions", "max_reruns", "max_minutes"),
+    }
 
     assert not out["same"].is_error, out["same"].content
     same = out["same"].structured_content
@@ -88,6 +95,8 @@ def test_mcp_compare_boundaries_over_stdio(tmp_path):
             "missing": "does not exist",
             "notcap": "side.json",
             "cmd": "command",
+            "nodirs": "name both capture directories",
+            "dirs_and_align": "name no directories",
         },
     )
     for name in ("outside", "missing", "notcap"):

@@ -1,7 +1,9 @@
 """The megatron-vs-deepspeed case end to end on a CUDA device: megatron-core trains the
 reference, DeepSpeed ZeRO 2 bf16 the suspect, both dump their boundaries, and
 ``triage_agent.correspond`` finds the first differing boundary, names the policy, and shows
-that the case's intervention on B makes every boundary of every step match.
+that the case's intervention on B makes every boundary of every step match; then the
+alignment loop, told nothing, finds an intervention on B's own surface that does, and in
+the clipping cell (both clip at norm 1.0) tries the clip candidates and says what it proved.
 
 ``TRIAGE_CORRESPOND_WS`` names a workspace whose finished runs are reused (the GPU script
 runs the case first); without it the runs go to a temporary one.
@@ -34,14 +36,20 @@ def _cuda_stack() -> bool:
 
 
 @pytest.fixture(scope="module")
-def case_and_ws(tmp_path_factory):
+def staged(tmp_path_factory) -> tuple[Path, Path]:
+    """(the staged case file, the workspace)"""
     if not _cuda_stack():
         pytest.skip("needs CUDA, DeepSpeed and megatron-core")
-    from triage_agent.config import load_case
-
     tmp = tmp_path_factory.mktemp("mvd")
     ws = Path(os.environ.get("TRIAGE_CORRESPOND_WS") or tmp / "ws")
-    return load_case(stage(CASE, tmp)), ws
+    return stage(CASE, tmp), ws
+
+
+@pytest.fixture(scope="module")
+def case_and_ws(staged):
+    from triage_agent.config import load_case
+
+    return load_case(staged[0]), staged[1]
 
 
 def test_baseline_first_difference_is_found_and_named(case_and_ws):
@@ -69,3 +77,48 @@ def test_the_intervention_on_b_makes_every_boundary_match(case_and_ws):
     assert r.table.first is None, (r.table.first, r.table.policy)
     assert [row.verdict for row in r.table.rows] == ["match"] * 5
     assert r.metrics.startswith("all "), r.metrics
+
+
+def test_the_loop_told_nothing_aligns_every_boundary(case_and_ws):
+    from triage_agent.correspond.align import Budget
+    from triage_agent.correspond.table import align_markdown
+    from triage_agent.correspond.workflow import align_case
+    from triage_agent.ledger import Ledger
+
+    case, ws = case_and_ws
+    r = align_case(case, ws, [], budget=Budget(reruns=4, minutes=8))
+    t = r.alignment
+    print(align_markdown(t))
+    assert t.launched.first is not None and t.kept, t.stopped
+    assert t.aligned.first is None, align_markdown(t)
+    assert [row.aligned for row in t.rows] == ["match"] * 5
+    for s in t.walk:  # every differing boundary proven by the attempt that aligned it
+        assert s.proven_by is not None and s.attempts[-1].outcome == "aligned", s
+    hyps = Ledger(ws).state().hypotheses
+    assert all(hyps[s.hypothesis_id].status == "supported" for s in t.walk)
+
+
+def test_the_clipping_cell_tries_the_clip_candidates_and_says_what_it_proved(staged):
+    """Both clip at 1.0: the consumed gradients differ by one scale. The loop tries what
+    governs the clip on B (the config key when the clips differ, the replacement of
+    DeepSpeed's coefficient); whatever it finds is reported as proven or unproven, and a
+    proven one must have made the gradients match."""
+    from triage_agent.config import load_case
+    from triage_agent.correspond.align import Budget
+    from triage_agent.correspond.table import align_markdown
+    from triage_agent.correspond.workflow import align_case
+
+    case = load_case(staged[0].parent / "triage_clip.toml")
+    r = align_case(case, staged[1] / "clip", [], budget=Budget(reruns=2, minutes=6))
+    t = r.alignment
+    print(align_markdown(t))
+    first = t.walk[0]
+    assert (first.step, first.boundary) == (0, "grads"), first
+    assert first.policy is not None and first.policy.kind == "gradient-scale", first.policy
+    tried = [a.candidate.intervention for a in first.attempts]
+    assert any("unscale_and_clip_grads" in i for i in tried), tried
+    rows = {row.boundary: row for row in t.rows}
+    if first.proven_by is None:
+        assert rows["grads"].proven_by == "unproven" and t.aligned.first is not None
+    else:
+        assert rows["grads"].aligned == "match" and first.attempts[-1].outcome == "aligned"

@@ -2,8 +2,11 @@
 
 ``map A B`` pairs the parameters of two boundary captures by init bytes, shape and
 normalised name; ``compare A B`` compares them per step and boundary; ``case`` runs the
-case's A and B (B with ``-i`` interventions), then compares. Exit 0 every boundary matches,
-1 one differs.
+case's A and B (B with ``-i`` interventions), compares, and proves each differing
+boundary's policy with one intervention on B drawn from B's own configuration surface
+(``--no-align``: compare only). Exit 0 every boundary matches, 1 one differs (with
+``case``: and every difference was aligned by a proven intervention), 3 (``case``) a
+difference stays unproven.
 """
 
 from __future__ import annotations
@@ -23,17 +26,30 @@ OutOpt = Annotated[
 ]
 
 
+def _exit_code(table) -> int:
+    from ..correspond.model import Alignment
+
+    if not isinstance(table, Alignment):
+        return 0 if table.first is None else 1
+    return 0 if table.launched.first is None else 1 if table.aligned.first is None else 3
+
+
 def _show(table, mapping, fmt: str, out: Path | None, metrics: str = "") -> None:
-    from ..correspond.table import markdown, rich_table
+    from ..correspond.model import Alignment
+    from ..correspond.table import align_markdown, align_rich, markdown, rich_table
     from ..correspond.workflow import write_outputs
     from ..errors import InputError
 
     if fmt not in ("table", "json", "md"):
         raise InputError(f"--format {fmt!r}: one of table, json, md")
+    aligned = isinstance(table, Alignment)
     if fmt == "json":
         typer.echo(table.model_dump_json(indent=1))
     elif fmt == "md":
-        typer.echo(markdown(table), nl=False)
+        typer.echo(align_markdown(table) if aligned else markdown(table), nl=False)
+    elif aligned:
+        console.print(align_rich(table))
+        console.print(f"stopped: {table.stopped}", markup=False)
     else:
         console.print(rich_table(table))
         if table.policy:
@@ -46,7 +62,7 @@ def _show(table, mapping, fmt: str, out: Path | None, metrics: str = "") -> None
         written = write_outputs(table, mapping, out)
         if fmt == "table":
             console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False)
-    sys.exit(0 if table.first is None else 1)
+    sys.exit(_exit_code(table))
 
 
 def register(app: typer.Typer) -> None:
@@ -80,7 +96,11 @@ def register(app: typer.Typer) -> None:
         table, mapping = build_table(a, b)
         _show(table, mapping, fmt, out)
 
-    @group.command("case", help="Run the case's A and B (B with interventions) and compare.")
+    @group.command(
+        "case",
+        help="Run the case's A and B (B with interventions), compare, and prove each "
+        "differing boundary's policy with one intervention on B.",
+    )
     def case_cmd(
         changes: Annotated[
             list[str], typer.Option("--intervene", "-i", help="a change to B, repeatable")
@@ -88,12 +108,29 @@ def register(app: typer.Typer) -> None:
         subdir: Annotated[
             str, typer.Option("--boundaries", help="capture directory inside each run's {out}")
         ] = "boundaries",
+        align: Annotated[
+            bool,
+            typer.Option(
+                "--align/--no-align", help="prove each difference by rerunning B (default)"
+            ),
+        ] = True,
+        max_reruns: Annotated[int, typer.Option("--max-reruns", help="reruns of B")] = 6,
+        max_minutes: Annotated[
+            float, typer.Option("--max-minutes", help="minutes the loop may spend")
+        ] = 30.0,
         fmt: FormatOpt = "table",
         out: OutOpt = None,
         case: CaseOpt = None,
         workspace: WorkspaceOpt = None,
     ) -> None:
-        from ..correspond.workflow import run_case
+        from ..correspond.align import Budget
+        from ..correspond.workflow import align_case, run_case
 
-        r = run_case(required_case(case), workspace_for(case, workspace), changes, subdir=subdir)
-        _show(r.table, r.mapping, fmt, out, r.metrics)
+        cfg, ws = required_case(case), workspace_for(case, workspace)
+        if not align:
+            r = run_case(cfg, ws, changes, subdir=subdir)
+            _show(r.table, r.mapping, fmt, out, r.metrics)
+        say = (lambda m: console.print(m, markup=False)) if fmt == "table" else None
+        budget = Budget(reruns=max_reruns, minutes=max_minutes)
+        res = align_case(cfg, ws, changes, budget=budget, subdir=subdir, progress=say)
+        _show(res.alignment, res.mapping, fmt, out)

@@ -159,7 +159,8 @@ class AlignResult(BaseModel):
     alignment: Alignment
     mapping: Mapping
     a_dir: str
-    b_dir: str
+    b_dir: str = Field(description="B's capture as launched")
+    aligned_b_dir: str = Field(description="B's capture with every proven intervention")
 
 
 def align(
@@ -277,5 +278,6 @@ def align(
         ),
         mapping=mapping,
         a_dir=str(a_dir),
-        b_dir=str(cur_b),
+        b_dir=str(b_dir),
+        aligned_b_dir=str(cur_b),
     )
