@@ -72,21 +72,6 @@ SECRET = "SECRET-" + "5f1c0de" * 4  # the content of the file every planted link
 
 # -- the workspace ------------------------------------------------------------------------
 
-CASE_TOML = """
-[case]
-name = "fuzz"
-mismatch_step = 3
-source_roots = ["src"]
-
-[runs.a]
-metrics = "runs/a"
-launch = [["{python}", "-c", "print('run a')"]]
-
-[runs.b]
-metrics = "runs/b"
-launch = [["{python}", "-c", "print('run b')"]]
-"""
-
 LOWP_SRC = """import torch
 import torch.distributed as dist
 
@@ -113,7 +98,8 @@ def build_site(root: Path) -> Site:
     that all point at one secret outside it."""
     import torch
 
-    from triage_agent.metrics import MetricLog
+    sys.path.insert(0, str(_HERE.parent / "tests"))
+    from test_mcp_support import case_toml, write_runs
 
     shutil.rmtree(root, ignore_errors=True)
     ws, outside = root / "ws", root / "outside"
@@ -121,17 +107,12 @@ def build_site(root: Path) -> Site:
     for name in ("secret.txt", "secret.py", "secret.jsonl", "trace_rank00000.jsonl"):
         (outside / name).write_text(f"{SECRET}\n")
     torch.save({"x": torch.zeros(2)}, outside / "secret.pt")
-    for run in ("a", "b"):
-        with MetricLog(ws / "runs" / run, rank=0) as log:
-            for s in range(6):
-                loss = torch.tensor(2.0 / (s + 1), dtype=torch.float32)
-                if run == "b" and s >= 3:
-                    loss = torch.nextafter(loss, torch.tensor(100.0))
-                log.log(s, loss=loss)
+    write_runs(ws)
     (ws / "src").mkdir()
     (ws / "src" / "acc.py").write_text(LOWP_SRC)
     (ws / "src" / "train.py").write_text("x = 1\n")
-    (ws / "triage.toml").write_text(CASE_TOML.replace("{python}", sys.executable))
+    launches = ([sys.executable, "-c", f"print('run {run}')"] for run in "ab")
+    (ws / "triage.toml").write_text(case_toml("fuzz", *launches))
     (ws / "traces" / "a").mkdir(parents=True)
     (ws / "traces" / "b").mkdir(parents=True)
     (ws / "dumps").mkdir()

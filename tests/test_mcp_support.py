@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,19 +24,18 @@ def write_runs(root: Path, steps: int = 6, differ_from: int | None = 3) -> None:
                 log.log(s, loss=loss, lr=1e-3)
 
 
-CASE_TOML = """
-[case]
-name = "toy"
-mismatch_step = 3
-source_roots = ["src"]
+def case_toml(name: str, *launches: list[str]) -> str:
+    """The case file of ``write_runs``' two runs (metrics under runs/, mismatch at step 3,
+    sources under src/): run a launches ``launches[0]``, run b ``launches[1]``, if given."""
+    text = f'[case]\nname = "{name}"\nmismatch_step = 3\nsource_roots = ["src"]\n'
+    for i, run in enumerate("ab"):
+        text += f'\n[runs.{run}]\nmetrics = "runs/{run}"\n'
+        if i < len(launches):
+            text += f"launch = [{json.dumps(launches[i])}]\n"
+    return text
 
-[runs.a]
-metrics = "runs/a"
-launch = [["python", "-c", "print('a')"]]
 
-[runs.b]
-metrics = "runs/b"
-"""
+CASE_TOML = case_toml("toy", ["python", "-c", "print('a')"])
 
 
 def make_workspace(root: Path, with_case_file: bool = True) -> Path:

@@ -105,6 +105,16 @@ class FirstDivergence(BaseModel):
         default_factory=list, description="structural: every op in the step's differing parts"
     )
 
+    @classmethod
+    def at(
+        cls, ev: Any, role: Role, rank: int, order: int, parted: list[str], partner: Any = None
+    ) -> FirstDivergence:
+        """The divergence at trace event ``ev``: its step, op, scope and call, and its caller
+        (else its partner event's, where the two runs pair it with one)."""
+        caller = ev.caller or (partner.caller if partner is not None else None)
+        where = {"step": ev.step, "name": ev.name, "scope": ev.scope, "call": ev.call}
+        return cls(role=role, rank=rank, order=order, caller=caller, parted=parted, **where)
+
 
 def _key(ev: Any) -> tuple[str, str]:
     return (ev.scope, ev.name)
@@ -135,17 +145,7 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
                 for e in (*ea[a1:a2], *eb[b1:b2])
                 if e.step == step
             ]
-            return FirstDivergence(
-                role="structural",
-                rank=rank,
-                step=step,
-                order=i1,
-                name=ev.name,
-                scope=ev.scope,
-                call=ev.call,
-                caller=ev.caller,
-                parted=parted,
-            )
+            return FirstDivergence.at(ev, "structural", rank, i1, parted)
         for k in range(i2 - i1):
             a, b = ea[i1 + k], eb[j1 + k]
             if a.outputs == b.outputs or _unreadable(a) or _unreadable(b):
@@ -155,17 +155,8 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
             if role == "receiver" and seen.issuperset(a.inputs) and seen.issuperset(b.inputs):
                 # values both runs computed alike, read in another order (a sum reordered)
                 role = "reordered"
-            return FirstDivergence(
-                role=role,
-                rank=rank,
-                step=a.step,
-                order=i1 + k,
-                name=a.name,
-                scope=a.scope,
-                call=a.call,
-                caller=a.caller or b.caller,
-                parted=[a.name] if role == "reordered" else [],
-            )
+            parted = [a.name] if role == "reordered" else []
+            return FirstDivergence.at(a, role, rank, i1 + k, parted, partner=b)
     return None
 
 

@@ -135,15 +135,9 @@ class NativeTracer(Tracer):
     TRACER = "native"
 
     def __init__(
-        self,
-        config: CaptureConfig,
-        *,
-        rank: int | None = None,
-        world_size: int | None = None,
-        auto_steps: bool = False,
-        side_stream: bool = False,
-        cache: bool = False,
+        self, config: CaptureConfig, *, side_stream: bool = False, cache: bool = False, **base: Any
     ):
+        """``base``: the keywords of :class:`Tracer` (rank, world_size, auto_steps)."""
         mod = loader.load()
         if mod is None:
             raise NativeUnavailable(loader.unavailable_reason() or "native tracer unavailable")
@@ -168,7 +162,7 @@ class NativeTracer(Tracer):
         self._pending: list[tuple[Staged, int]] = []
         self._native_scope_ok: dict[str, bool] = {}
         self._scope_filter = config.scope
-        super().__init__(config, rank=rank, world_size=world_size, auto_steps=auto_steps)
+        super().__init__(config, **base)
         self._native.set_outside_in_scope(self._native_in_scope(""))
 
     # -- tracer state the op observer reads, mirrored on every change ------------------
