@@ -764,7 +764,8 @@ def _verdict_key(ws: Path) -> tuple:
     from triage_agent.ledger import Ledger
 
     v = Ledger(ws).state().verdict
-    return (v.classification.value, v.location) if v else ()
+    # each trial runs on its own copy of the case: a location names a file of that copy
+    return (v.classification.value, v.location.replace(str(ws.parent), "<case>")) if v else ()
 
 
 def workflow_reference(case_src: Path, workdir: Path, timeout: float = 1800) -> Reference:

@@ -348,7 +348,20 @@ def trace_and_compare(
             ],
         ),
     )
-    return res, ev
+    return res, _as_held(ctx.ledger, ev)
+
+
+def _as_held(ledger: Ledger, ev: Evidence) -> Evidence:
+    """``ev`` under the id of the comparison of the same traces the ledger already holds, if
+    any: a run resumed inside stage 2 compares the cached traces again, and its record then
+    updates the one made before the interruption instead of adding a second one."""
+    d = ev.data_as(TraceCompareData)
+    key = (d.trace_dirs, d.level, d.steps)
+    for e in ledger.state().evidence:
+        held = e.data if isinstance(e.data, TraceCompareData) else None
+        if held and e.id != ev.id and (held.trace_dirs, held.level, held.steps) == key:
+            return ev.model_copy(update={"id": e.id})
+    return ev
 
 
 class Stage2Result(BaseModel):
