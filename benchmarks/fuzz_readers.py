@@ -167,28 +167,6 @@ def _manifest_seed(d: Path) -> None:
         save_manifest(man, d / f"{run}.json")
 
 
-_SOURCE_CASE = """\
-[case]
-name = "library-update"
-mismatch_step = 37
-source_roots = ["src"]
-scan_paths = ["src/trainlib"]
-timeout_s = 120.0
-
-[runs.a]
-metrics = "runs/a"
-launch = [["python", "train.py", "--out", "{out}"]]
-env = { PYTHONHASHSEED = "0" }
-
-[runs.b]
-metrics = "runs/b"
-launch = [["python", "train.py", "--out", "{out}"]]
-[runs.b.source]
-repo = "."
-rev = "HEAD~1"
-"""
-
-
 def _write_ledger(ws: Path) -> None:
     from triage_agent import records as r
     from triage_agent.ledger import Ledger
@@ -222,7 +200,8 @@ def _write_ledger(ws: Path) -> None:
 def _case_seed(d: Path) -> None:
     from reproducers.demo.case import demo_toml
 
-    for name, text in (("demo", demo_toml()), ("source", _SOURCE_CASE)):
+    source = Path(__file__).with_name("fuzz_readers_case.toml").read_text()  # a source revision
+    for name, text in (("demo", demo_toml()), ("source", source)):
         (d / name).mkdir(parents=True)
         (d / name / "triage.toml").write_text(text)
         _write_ledger(d / name / ".triage")
