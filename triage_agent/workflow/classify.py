@@ -25,6 +25,9 @@ The mapping is a statement of the project's contract, not knowledge of any case:
   scalar an op is given that changes with the setting is a defect the setting exposes.
 - source-change: reverting one changed file alone makes every step match; which file is
   proven, whether its new arithmetic is wrong is not: unknown until someone reads it.
+- execution-setting: a kernel-choosing policy (deterministic algorithms) that made B match A
+  changes none of A's bits: A already runs with that setting and B does not
+  (workflow/execution_setting.py): an environment difference at the kernel it swaps.
 
 "Explains" is a relation between a hypothesis and one trace event: the event is the kind
 of site the category predicts (a random op for lost RNG state, a cast op for a cast, ...),
@@ -55,11 +58,13 @@ CLASSIFICATION: dict[str, Classification] = {
     "environment": Classification.environment,
     "config-policy": Classification.policy_difference,
     "config-defect": Classification.bug,
+    "execution-setting": Classification.environment,
 }
 
 FIX_POLICY: dict[str, str] = {
     "rng-state": "restore-rng",
     "nondeterminism": "deterministic",
+    "execution-setting": "deterministic",
 }
 
 FIX_TEXT: dict[str, str] = {
@@ -85,6 +90,8 @@ FIX_TEXT: dict[str, str] = {
     "the numerical policy and give both runs that value",
     "config-defect": "fix the code named: the value it gives the op should not depend on the "
     "setting; then the two values of the setting agree bit for bit",
+    "execution-setting": "run B with the execution setting A runs with (or both without it): the "
+    "kernel named is the one the setting swaps, and under one setting the runs agree bit for bit",
 }
 
 # Base op names (the in-place trailing '_' dropped) of each family, compared whole.

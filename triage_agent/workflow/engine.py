@@ -40,6 +40,7 @@ from .characterize import MismatchReport, characterize, confirm_mismatch
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
 from .crash import crash_cause, failed_baseline, report_failure
 from .declared import declared_differences, hypothesis_for
+from .execution_setting import EXECUTION_POLICIES, read_policy_proof
 from .fixcheck import bisect_source_change, validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
 from .prefetch import Prefetch
@@ -186,19 +187,45 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message]
         )
     case = case.model_copy(update={"mismatch_step": rep.step})
-
-    status("stage 1", "bounded static scan")
-    run_stage1(
-        case,
-        ledger,
-        rep,
-        max_hypotheses=opts.max_hypotheses,
-        timeout_s=opts.timeout_s,
-        deadline=deadline,
-        on_status=lambda m: status("stage 1", m),
-    )
-    supported = _supported(ledger)
     relaunch = _relaunchable(case) and ma is not None
+    declared = _declared_arms(case, ledger) if relaunch else []
+    env_arms = [a for a in declared if a.kind == "env"]
+
+    def stage1() -> list[Hypothesis]:
+        status("stage 1", "bounded static scan")
+        run_stage1(
+            case,
+            ledger,
+            rep,
+            max_hypotheses=opts.max_hypotheses,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("stage 1", m),
+        )
+        return _supported(ledger)
+
+    def state_arms(**how) -> list[Arm]:
+        # One short relaunch of each run: a state entry that differs at a step boundary
+        # (a data cursor moved, RNG not restored) is cheaper to test than any trace.
+        return boundary_arms(
+            case,
+            ledger,
+            rep,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("state", m),
+            **how,
+        )
+
+    state_found: list[Arm] | None = None
+    if relaunch and not env_arms and not _proven(ledger):
+        # No environment to rerun first: the state relaunches start now, stage 1 runs while
+        # they do (neither depends on the other), and what it supports says what to start
+        # beside them.
+        state_found = state_arms(meanwhile=stage1)
+    else:
+        stage1()
+    supported = _supported(ledger)
     where: dict[str, str] = {}  # hypothesis id -> the location an arm of it names
 
     def arms(kind: str, found: list[Arm]) -> Hypothesis | None:
@@ -414,8 +441,12 @@ def _candidates(ledger: Ledger, trace: Stage2Result | None) -> list[Hypothesis]:
     if dropped:
         ledger.note(
             f"supported hypotheses {', '.join(dropped)} do not explain the observed first divergence "
-            f"({trace.origin_location}); they are not taken as its cause"
+            f"({trace.origin_location}); they are not taken as its cause and are marked "
+            "inconclusive: what supported them holds for their site in isolation, not for this "
+            "mismatch"
         )
+    for hid in dropped:
+        ledger.update_hypothesis(hid, status=HypothesisStatus.inconclusive)
     return keep
 
 
@@ -506,6 +537,28 @@ def decide(
                 ledger.note(f"the fix cannot be validated by a revert: {exc}", level="warning")
     if fix_ev is not None:
         chain.append(fix_ev.id)
+    if (
+        policy in EXECUTION_POLICIES
+        and fix_ev is not None
+        and fix_ev.result == EvidenceResult.supported
+        and baseline_a is not None
+        and not rep.source_differs
+        and _time_left(ledger, deadline, "rerunning A under the policy that proved the cause")
+    ):
+        # B matched under a policy that picks kernels: whether A already runs with it says
+        # whether the runs differ in that setting or A breaks repeatability as well
+        setting_ev = read_policy_proof(
+            case,
+            ledger,
+            hyp,
+            policy,
+            str(baseline_a),
+            timeout_s=opts.timeout_s,
+            on_status=lambda m: status("fix", m),
+        )
+        if setting_ev is not None:
+            chain.append(setting_ev.id)
+            hyp = ledger.state().hypotheses[hyp.id]
     loc_parts = []
     if findings:
         f = findings[0]
