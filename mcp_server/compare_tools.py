@@ -9,6 +9,7 @@ trace diff narrows, it does not by itself support a hypothesis.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -34,16 +35,9 @@ class TracePairIn(In):
         description="correspondence map (scopes/names of A -> B); default: the case's",
     )
     ranks: list[int] | None = Field(default=None, max_length=1024, description="None: all")
-    workers: int = Field(
-        default=1, ge=1, le=256, description="compare the ranks on this many local processes"
-    )
-    ray: str | None = Field(
-        default=None,
-        max_length=256,
-        description="compare the ranks on Ray: 'local' starts a cluster here, an address "
-        "(host:port, ray://host:port, auto) uses a running one; workers must see the traces "
-        "under the same path; needs the ray extra",
-    )
+    # the library's executor fields (defaults, descriptions), a tool call held to fewer workers
+    workers: Annotated[int, Field(le=256)] = Executor.model_fields["workers"]
+    ray: str | None = Executor.model_fields["ray"]
 
 
 class CompareIn(TracePairIn):

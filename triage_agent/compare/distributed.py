@@ -75,7 +75,8 @@ class Executor(BaseModel):
         default=None,
         max_length=256,
         description="compare on Ray: 'local' starts a cluster here; an address "
-        "(host:port, ray://host:port, auto) uses an existing one; workers caps the tasks",
+        "(host:port, ray://host:port, auto) uses an existing one; workers caps the tasks; "
+        "the Ray workers must see the traces under the same path; needs the ray extra",
     )
 
     @field_validator("ray")
