@@ -4,29 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_workflow_support import linear_train
+
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, EvidenceResult, RunSpec
 from triage_agent.runs import materialize_case
 from triage_agent.workflow.fixcheck import validate_fix
 
-TRAIN = """import sys
-import torch
-from triage_agent.metrics import MetricLog
-
-torch.manual_seed(0)
-model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(8, 4)
-with MetricLog(sys.argv[1], rank=0) as log:
-    for step in range(3):
-        if step == 1 and len(sys.argv) > 2:
-            model.weight.data[0, 0] += 1e-3
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        log.log(step, loss=loss.detach())
-"""
+# run b passes a second argument: its weight is nudged between steps 0 and 1
+TRAIN = linear_train(
+    3, "if step == 1 and len(sys.argv) > 2:\n            model.weight.data[0, 0] += 1e-3"
+)
 
 
 def test_a_two_launch_rerun_of_both_runs_records_every_argv_and_the_summed_time(tmp_path):

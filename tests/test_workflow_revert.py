@@ -9,6 +9,7 @@ from pathlib import Path
 
 import git
 import pytest
+from test_workflow_support import linear_train
 
 from triage_agent.errors import InputError
 from triage_agent.ledger import Ledger
@@ -21,25 +22,8 @@ from triage_agent.workflow.fixcheck import (
 )
 from triage_agent.workflow.revisions import changed_files
 
-TRAIN = """import sys
-import torch
-from triage_agent.metrics import MetricLog
-
-torch.manual_seed(0)
-model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(8, 4)
-with MetricLog(sys.argv[1], rank=0) as log:
-    for step in range(4):
-        NUDGE
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        log.log(step, loss=loss.detach())
-"""
-PLAIN = TRAIN.replace("NUDGE", "pass")
-NUDGED = TRAIN.replace("NUDGE", "if step == 2:\n            model.weight.data[0, 0] += 1e-3")
+PLAIN = linear_train(4, "pass")
+NUDGED = linear_train(4, "if step == 2:\n            model.weight.data[0, 0] += 1e-3")
 
 
 def _commit(repo: git.Repo, files: dict[str, str | None], msg: str) -> str:

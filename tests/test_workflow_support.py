@@ -11,6 +11,28 @@ from triage_agent.records import Case, RunSpec
 from triage_agent.workflow.engine import RunOptions, WorkflowResult, run_workflow
 
 
+def linear_train(steps: int, nudge: str) -> str:
+    """A one-layer SGD job that logs its loss bits to ``sys.argv[1]`` for ``steps`` steps and
+    runs the statement ``nudge`` (at the indentation of the step's body) first in each step."""
+    return f"""import sys
+import torch
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range({steps}):
+        {nudge}
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
 def script_case(tmp_path: Path, name: str, b_flag: str, files: dict[str, str]) -> Case:
     """Runs A and B of ``train.py`` (with its helper ``files``) in ``tmp_path/src``; B gets
     ``b_flag``. Each writes its metrics to the output directory the workflow gives it."""
