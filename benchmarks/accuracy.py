@@ -19,6 +19,7 @@ Wrong is worse than unknown. The last line is exactly
     python benchmarks/accuracy.py                  # every case (GPU cases need CUDA)
     python benchmarks/accuracy.py --cpu-only
     python benchmarks/accuracy.py --cases torch-thread-count,ds-bf16-init-step
+    python benchmarks/accuracy.py --root /tmp/heldout      # cases kept outside the corpus
 """
 
 from __future__ import annotations
@@ -228,15 +229,21 @@ def main(
     timeout_s: Annotated[float, typer.Option(help="wall-clock limit of one triage run")] = 1800.0,
     json_out: Annotated[Path | None, typer.Option(help="also write the results as JSON")] = None,
     keep: Annotated[bool, typer.Option(help="keep each case's temporary copy")] = False,
+    root: Annotated[
+        Path | None, typer.Option(help="a folder of cases other than tests/cases (held out)")
+    ] = None,
 ) -> None:
     console = Console()
     try:
-        chosen = select(discover(), [n for n in cases.split(",") if n])
+        chosen = select(discover(root) if root else discover(), [n for n in cases.split(",") if n])
     except KeyError as exc:
         console.print(f"error: {exc.args[0]}")
         raise typer.Exit(2) from None
     except ValueError as exc:
         console.print(f"error: a case's expected.toml is malformed: {str(exc).splitlines()[0]}")
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        console.print(f"error: cannot read the cases under {root}: {exc.strerror}")
         raise typer.Exit(2) from None
     if cpu_only:
         chosen = [c for c in chosen if not c.expected.gpu]

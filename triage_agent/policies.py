@@ -13,8 +13,11 @@ Policies:
   ``client_state`` in their own script.
 - ``deterministic``: ``torch.use_deterministic_algorithms(True)``, cuDNN deterministic and
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
-Limits: ``restore-rng`` patches DeepSpeed's engine only; a framework with its own
-checkpoint code (Megatron-LM's ``save_checkpoint``) needs its own policy.
+  A job with its own checkpoint code is reached through the steps it reports: the streams
+  are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
+  its log with ``resumed_from=K``.
+Limits: a job that does not report its steps through ``MetricLog`` and checkpoints
+without DeepSpeed's engine (Megatron-LM's ``save_checkpoint``) needs its own policy.
 
 Function patches (:class:`FunctionPatch`) are the third kind of in-process change: one
 function or method, named ``pkg.mod:Qual.name``, made a no-op returning None (suppress) or
@@ -92,9 +95,58 @@ def _ds_cuda_tracker() -> Any:
 
 
 def _restore_rng() -> None:
-    import torch
-    from deepspeed.runtime.engine import DeepSpeedEngine
+    # A DeepSpeed engine checkpoint carries the streams; a job with its own checkpoint code
+    # is reached through the steps it reports (see _restore_rng_at_steps).
+    for name, patch in (
+        ("deepspeed.runtime.engine", _restore_rng_engine),
+        ("triage_agent.metrics", _restore_rng_at_steps),
+    ):
+        if name in sys.modules:
+            patch(sys.modules[name])
+        else:
+            on_import({name: [patch]})
 
+
+_ENGINE_RESTORED: list[bool] = []
+RNG_AT_STEP = ".triage_rng/step{step}-rank{rank}.pt"
+
+
+def _restore_rng_at_steps(metrics: Any) -> None:
+    """Every RNG stream saved when ``MetricLog.log(K)`` returns (beside the metrics, which
+    every command of a run writes to the same directory) and restored when a process opens
+    its log with ``resumed_from=K``: the streams step K+1 starts from, whatever code the job
+    checkpoints with. An engine checkpoint that restored them already takes precedence."""
+    import torch
+
+    cls = metrics.MetricLog
+    if getattr(cls.log, "_triage_policy", False):
+        return
+    orig_init, orig_log = cls.__init__, cls.log
+
+    def at(log: Any, step: int) -> str:
+        return str(log.file.parent / RNG_AT_STEP.format(step=step, rank=log.rank))
+
+    def __init__(log, *args, **kwargs):
+        orig_init(log, *args, **kwargs)
+        resumed = kwargs.get("resumed_from", args[2] if len(args) > 2 else None)
+        if resumed is not None and not _ENGINE_RESTORED and os.path.exists(at(log, resumed)):
+            rng_restore(torch.load(at(log, resumed), weights_only=False))
+
+    def log_step(log, step, **values):
+        out = orig_log(log, step, **values)
+        path = at(log, step)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(rng_snapshot(), path)
+        return out
+
+    log_step._triage_policy = True  # type: ignore[attr-defined]
+    cls.__init__, cls.log = __init__, log_step
+
+
+def _restore_rng_engine(engine: Any) -> None:
+    import torch
+
+    DeepSpeedEngine = engine.DeepSpeedEngine
     orig_save, orig_load = DeepSpeedEngine.save_checkpoint, DeepSpeedEngine.load_checkpoint
     if getattr(orig_save, "_triage_policy", False):
         return
@@ -113,6 +165,7 @@ def _restore_rng() -> None:
             path = os.path.join(os.path.dirname(load_path), RNG_FILE.format(rank=self.global_rank))
             if os.path.exists(path):
                 rng_restore(torch.load(path, weights_only=False))
+                _ENGINE_RESTORED.append(True)
         return load_path, client_state
 
     save_checkpoint._triage_policy = True  # type: ignore[attr-defined]
@@ -135,7 +188,8 @@ POLICIES: dict[str, Callable[[], None]] = {
 }
 
 POLICY_HELP: dict[str, str] = {
-    "restore-rng": "save every RNG stream with each DeepSpeed checkpoint and restore it on load",
+    "restore-rng": "save every RNG stream with each DeepSpeed checkpoint, or at each step the job "
+    "logs, and restore it on resume",
     "deterministic": "torch.use_deterministic_algorithms(True), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG",
 }
 
