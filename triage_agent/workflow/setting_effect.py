@@ -54,6 +54,7 @@ from .classify import (
     parse_op,
 )
 from .stage2 import new_context, trace_and_compare
+from .state_counter import counter_writer
 
 # Within this many ulps the first differing metric reads the same quantity rounded otherwise:
 # one forward and backward over reordered fp32 arithmetic moves a logged loss or norm by a
@@ -359,6 +360,12 @@ def read_proven_setting(
     except TypeError:
         return unknown("no trace comparison of the two runs")
     if data.level != "op" or set(data.trace_dirs) != {"a", "b"}:
+        # no op stream to read: the optimizer's own state at the boundary may still say it
+        counter = counter_writer(ledger, data)
+        if counter is not None:
+            loc, read = counter
+            said = f"{setting} exposes a defect: {read}; a value the setting should not change"
+            return _record(ledger, hyp, trace_ev, Classification.bug, loc, said)
         return unknown(f"the concluding trace is at {data.level} level, not op level")
     first_step = rep.diff.common_steps[0] if rep.diff.common_steps else 0
     try:
