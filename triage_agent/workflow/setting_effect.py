@@ -20,6 +20,9 @@ init phase left out: digests of memory not yet written differ there by themselve
   setting. A bug, located by walking the enclosing function's definitions back from the op's
   call site to the one write of object state they depend on (a counter advanced in a loop),
   or at the call site when the value comes from its locals and arguments alone.
+- no op-level trace of the two runs (the optimizer's update a fused kernel the dispatcher
+  does not see): the optimizer's per-parameter counters at the step boundary are read
+  instead (:mod:`.state_counter`), a bug at the one flagged statement writing them.
 - anything else (a random or atomic op, equal arguments, a first event already receiving
   different inputs, no call site, more than one state write or object state written
   elsewhere, a large metric difference with reordered ops): unknown. The setting stays named; nothing is guessed.
