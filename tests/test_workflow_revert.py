@@ -12,8 +12,17 @@ import pytest
 from test_workflow_support import linear_train
 
 from triage_agent.errors import InputError
+from triage_agent.evidence_data import RerunData
 from triage_agent.ledger import Ledger
-from triage_agent.records import Case, Classification, HypothesisStatus, RunSpec, SourceSpec
+from triage_agent.records import (
+    Case,
+    Classification,
+    EvidenceResult,
+    HypothesisStatus,
+    RunSpec,
+    SourceSpec,
+)
+from triage_agent.runs import materialize_case
 from triage_agent.workflow.engine import validated_by_rerun
 from triage_agent.workflow.fixcheck import (
     bisect_source_change,
@@ -89,6 +98,40 @@ def test_git_trouble_is_a_one_line_error_not_an_empty_list(update_case, tmp_path
     no_repo.run_b.source.repo = str(tmp_path / "plain")
     with pytest.raises(InputError, match="not inside a git repository"):
         changed_files(no_repo)
+
+
+def test_a_revert_removes_a_file_b_added_and_restores_one_b_deleted(update_case):
+    """A file B added has no content at A's revision: reverting it removes it (it does not end
+    the revert as "not a checkout"), and the files after it are still taken back."""
+    ledger = Ledger(update_case.workspace)
+    ledger.record_case(update_case)
+    base_a, _ = materialize_case(update_case, Path(update_case.workspace))
+    files = ["extra.py", "old_helpers.py", "train.py"]
+    ev = validate_revert(update_case, ledger, files, [], base_a.metrics, timeout_s=120)
+    variant = Path(ev.data_as(RerunData).variant)
+    assert not (variant / "extra.py").exists()
+    assert (variant / "old_helpers.py").read_text() == "Y = 1\n"
+    assert (variant / "train.py").read_text() == PLAIN
+    # B with all three taken back is A's tree: every step then matches A
+    assert ev.result == EvidenceResult.supported, ev.summary
+    assert ev.data_as(RerunData).files == files
+
+
+def test_a_revert_label_is_a_valid_run_id_for_long_odd_or_several_paths():
+    from triage_agent.fingerprint.config import CaptureConfig
+    from triage_agent.workflow.fixcheck import _revert_tag
+
+    lists = [
+        ["train.py"],
+        ["a/" * 80 + "deep.py"],
+        ["my file+ü.py"],
+        ["a.py", "b.py"],
+        ["a.py-b.py"],
+    ]
+    tags = [_revert_tag(files) for files in lists]
+    for tag in tags:  # the run label is "<run>-<tag>"
+        assert CaptureConfig(out_dir=".", run_id=f"b-{tag}").run_id == f"b-{tag}"
+    assert len(set(tags)) == len(tags)
 
 
 def test_the_workflow_bisects_to_the_hunk_and_classifies_by_the_comparison(update_case):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -212,6 +214,13 @@ def _revert_variant(case: Case, ws: Path, files: list[str], tag: str) -> tuple[R
     return case.run_b.model_copy(update={"cwd": str(cwd)}), ", ".join(done)
 
 
+def _revert_tag(files: list[str]) -> str:
+    """The label of a revert's run and variant: the files' names in the run-id alphabet, cut
+    to fit its 100 characters, and a hash of the exact list so that two lists never share one."""
+    said = re.sub(r"[^A-Za-z0-9_.-]", "_", "-".join(files))[:60]
+    return f"revert-{said}-{hashlib.sha256(chr(0).join(files).encode()).hexdigest()[:8]}"
+
+
 def validate_revert(
     case: Case,
     ledger: Ledger,
@@ -232,7 +241,7 @@ def validate_revert(
     """
     files = [file] if isinstance(file, str) else list(file)
     ws = Path(ledger.workspace)
-    tag = "revert-" + "+".join(f.replace("/", "_") for f in files)[:120]
+    tag = _revert_tag(files)
     run, did = _revert_variant(case, ws, files, tag)
     on_status(f"fix check: B with {did}")
     out = materialize(run, ws, tag, timeout_s=timeout_s, progress=on_status)
