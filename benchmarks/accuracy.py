@@ -18,6 +18,7 @@ Wrong is worse than unknown. The last line is exactly
 
     python benchmarks/accuracy.py                  # every case (GPU cases need CUDA)
     python benchmarks/accuracy.py --cpu-only
+    python benchmarks/accuracy.py --gpu-only      # a case needing more devices is left out, said
     python benchmarks/accuracy.py --cases torch-thread-count,ds-bf16-init-step
     python benchmarks/accuracy.py --root /tmp/heldout      # cases kept outside the corpus
 """
@@ -44,7 +45,14 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from cases.corpus import CorpusCase, Expected, discover, select, stage  # noqa: E402
+from cases.corpus import (  # noqa: E402
+    CorpusCase,
+    Expected,
+    devices_needed,
+    discover,
+    select,
+    stage,
+)
 
 FILE_LINE = re.compile(r"([\w./-]+\.\w+):(\d+)")
 Score = Literal["right", "wrong", "unknown"]
@@ -225,6 +233,7 @@ def table(results: list[CaseResult]) -> Table:
 def main(
     cases: Annotated[str, typer.Option(help="comma-separated case names (default: all)")] = "",
     cpu_only: Annotated[bool, typer.Option("--cpu-only", help="leave the GPU cases out")] = False,
+    gpu_only: Annotated[bool, typer.Option("--gpu-only", help="only the GPU cases")] = False,
     budget_minutes: Annotated[float, typer.Option(help="triage run --budget-minutes")] = 10.0,
     timeout_s: Annotated[float, typer.Option(help="wall-clock limit of one triage run")] = 1800.0,
     json_out: Annotated[Path | None, typer.Option(help="also write the results as JSON")] = None,
@@ -245,14 +254,19 @@ def main(
     except OSError as exc:
         console.print(f"error: cannot read the cases under {root}: {exc.strerror}")
         raise typer.Exit(2) from None
-    if cpu_only:
-        chosen = [c for c in chosen if not c.expected.gpu]
+    if cpu_only or gpu_only:
+        chosen = [c for c in chosen if c.expected.gpu == gpu_only]
     gpu = [c.name for c in chosen if c.expected.gpu]
     if gpu and not _has_cuda():
         console.print(
             f"error: {', '.join(gpu)} need CUDA, which this machine lacks: pass --cpu-only"
         )
         raise typer.Exit(2)
+    have = _cuda_devices() if gpu else 0
+    short = [c for c in chosen if c.expected.gpu and devices_needed(c) > have]
+    for c in short:
+        console.print(f"left out: {c.name} needs {devices_needed(c)} CUDA devices, {have} here")
+    chosen = [c for c in chosen if c not in short]
     if not chosen:
         console.print("error: no case selected")
         raise typer.Exit(2)
@@ -277,6 +291,12 @@ def main(
         f"accuracy: {n['right']} right, {n['wrong']} wrong, {n['unknown']} unknown "
         f"of {len(results)} cases"
     )
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _has_cuda() -> bool:

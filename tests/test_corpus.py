@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from cases.corpus import CorpusCase, discover, stage
+from cases.corpus import CorpusCase, devices_needed, discover, stage
 
 from triage_agent.config import load_case
 from triage_agent.interventions import RevertIntervention
@@ -146,22 +146,11 @@ def test_cpu_case_ground_truth(case, tmp_path):
     _ground_truth(case, tmp_path)
 
 
-def _gpus_needed(case: CorpusCase) -> int:
-    """The most processes one launch of the case starts (one CUDA device each)."""
-    loaded = load_case(case.dir / "triage.toml")
-    counts = [1]
-    for argv in (*loaded.run_a.launch, *loaded.run_b.launch):
-        for flag in ("--nproc-per-node", "--nproc_per_node", "--num_gpus"):
-            if flag in argv:
-                counts.append(int(argv[argv.index(flag) + 1]))
-    return max(counts)
-
-
 @pytest.mark.parametrize("case", GPU_CASES)
 def test_gpu_case_ground_truth(case, tmp_path):
     import torch
 
-    need = _gpus_needed(case)
+    need = devices_needed(case)
     if torch.cuda.device_count() < need:
         pytest.skip(f"needs {need} CUDA devices, {torch.cuda.device_count()} here")
     _ground_truth(case, tmp_path)

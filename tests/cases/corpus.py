@@ -80,6 +80,21 @@ class CorpusCase(BaseModel):
         return (self.dir / BUILD_SCRIPT).is_file()
 
 
+DEVICE_FLAGS = ("--nproc-per-node", "--nproc_per_node", "--num_gpus")
+
+
+def devices_needed(case: CorpusCase) -> int:
+    """The most processes one launch of the case starts (one CUDA device each)."""
+    raw = tomllib.loads((case.dir / "triage.toml").read_text(encoding="utf-8"))
+    counts = [1]
+    for run in raw.get("runs", {}).values():
+        for argv in run.get("launch", []):
+            for flag in DEVICE_FLAGS:
+                if flag in argv[:-1]:
+                    counts.append(int(argv[argv.index(flag) + 1]))
+    return max(counts)
+
+
 def load_expected(path: Path) -> Expected:
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
     if set(raw) != {"expected"}:
