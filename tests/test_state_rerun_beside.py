@@ -1,4 +1,5 @@
-"""The rerun the state at the step boundaries will ask for, started beside its capture.
+"""The rerun the state at the step boundaries will ask for, started beside its capture,
+and stage 1 run while the capture's relaunches do.
 
 A plain-torch job whose resume does not bring back the torch RNG stream: the manifests
 propose restore-rng on the resumed run. When stage 1 already supports an RNG-state cause,
@@ -90,12 +91,17 @@ def test_the_resume_arm_reuses_the_rerun_started_beside_the_capture(tmp_path):
     a, b = materialize_case(case, tmp_path / "ws")
     rep = characterize(case, None, a.metrics, b.metrics)
     assert rep.step == 3
+    calls: list[int] = []
+
+    def stage1():  # what the engine runs in this thread while the state relaunches run
+        calls.append(1)
+        return [RNG_CAUSE]
+
     before = launches_started()
-    arms = boundary_arms(
-        case, ledger, rep, timeout_s=120, deadline=float("inf"), supported=[RNG_CAUSE]
-    )
-    # A once, B twice for the state; B's rerun under restore-rng twice beside it
-    assert launches_started() - before == 5
+    arms = boundary_arms(case, ledger, rep, timeout_s=120, deadline=float("inf"), meanwhile=stage1)
+    # A once, B twice for the state; B's rerun under restore-rng twice beside it, started
+    # once stage 1 (run meanwhile, once) had supported an RNG-state cause
+    assert launches_started() - before == 5 and len(calls) == 1
     arm = next(a for a in arms if a.intervention == "restore-rng")
     assert arm.run == "b" and "torch_cpu" in arm.location
     before = launches_started()
@@ -104,3 +110,7 @@ def test_the_resume_arm_reuses_the_rerun_started_beside_the_capture(tmp_path):
     assert ev is not None and ev.kind == EvidenceKind.rerun
     assert ev.data.rerun["cached"] is True and ev.data.common_steps == 6
     assert ev.hypotheses == [arm.hypothesis.id]
+    # resumed: the state is in the ledger; stage 1 still runs once, nothing is launched
+    before = launches_started()
+    again = boundary_arms(case, ledger, rep, timeout_s=120, deadline=float("inf"), meanwhile=stage1)
+    assert again == arms and len(calls) == 2 and launches_started() == before

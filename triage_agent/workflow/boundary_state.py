@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -140,6 +141,9 @@ def _rerun_early(case: Case, ws: Path, run: str, text: str, timeout_s: float) ->
         pass  # cannot be applied: the arm says so itself, if it is asked for
 
 
+Meanwhile = Callable[[], list[Hypothesis]]
+
+
 def _capture(
     case: Case,
     ledger: Ledger,
@@ -147,10 +151,16 @@ def _capture(
     step: int,
     timeout_s: float,
     on_status,
-    beside: list[tuple[str, str]],
+    supported: list[Hypothesis],
+    meanwhile: Meanwhile | None,
 ) -> dict[str, tuple[RunOutcome, list[BoundaryRecord]]]:
     ws = Path(ledger.workspace)
     base = ws / "state" / f"step{step}"
+    quiet = threading.Event()  # set while `meanwhile` reports in the main thread
+
+    def progress(msg: str) -> None:
+        if not quiet.is_set():
+            on_status(msg)
 
     def one(run) -> tuple[RunOutcome, list[BoundaryRecord]]:
         d = (base / run.name).resolve()
@@ -164,14 +174,25 @@ def _capture(
         pp = run.env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
         changes = LaunchChanges(env=launch_env(cfg, pp))
         out = materialize(
-            run, ws, "state", timeout_s=timeout_s, reuse=False, progress=on_status, changes=changes
+            run, ws, "state", timeout_s=timeout_s, reuse=False, progress=progress, changes=changes
         )
         return out, _records(rec)
 
-    with ThreadPoolExecutor(2 + len(beside)) as pool:
+    with ThreadPoolExecutor(4) as pool:
         fa, fb = pool.submit(one, case.run_a), pool.submit(one, case.run_b)
-        early = [pool.submit(_rerun_early, case, ws, run, text, timeout_s) for run, text in beside]
         try:
+            if meanwhile is not None:
+                quiet.set()
+                try:
+                    supported = meanwhile()
+                finally:
+                    quiet.clear()
+            beside = likely_reruns(case, supported) if k is not None else []
+            if beside:
+                on_status("".join(f"{text} on {run.upper()} beside them; " for run, text in beside))
+            early = [
+                pool.submit(_rerun_early, case, ws, run, text, timeout_s) for run, text in beside
+            ]
             got = {"a": fa.result(), "b": fb.result()}
             for f in early:  # ended before the arms run: one launch per run directory
                 f.result()
@@ -347,24 +368,29 @@ def boundary_arms(
     deadline: float,
     on_status: Callable[[str], None] = lambda s: None,
     supported: list[Hypothesis] | None = None,
+    meanwhile: Meanwhile | None = None,
 ) -> list[Arm]:
     """Capture, diff and record both runs' state at the boundaries; the arms it proposes.
-    ``supported``: stage 1's supported hypotheses, which say what reruns to start early."""
+
+    ``supported``: stage 1's supported hypotheses, which say what reruns to start early.
+    ``meanwhile``: stage 1 itself, run in this thread while the relaunches run (it does not
+    depend on them, and a launch is mostly waiting); what it returns replaces ``supported``.
+    It runs exactly once, also when the state is already in the ledger.
+    """
     assert rep.step is not None
     mark = done_for(ledger.state(), "state", rep.step)
-    if mark is not None and mark.get("result"):
-        return BoundaryState.model_validate(mark["result"]).arms
-    if time.monotonic() >= deadline:
-        return []
+    done = mark.get("result") if mark is not None else None
+    if done or time.monotonic() >= deadline:
+        if meanwhile is not None:
+            meanwhile()
+        return BoundaryState.model_validate(done).arms if done else []
     first = rep.diff.common_steps[0] if rep.diff.common_steps else 0
     k = rep.step - 1 if rep.step > first else None
-    beside = likely_reruns(case, supported or []) if k is not None else []
     on_status(
         "state manifests of both runs after initialisation"
         + (f" and around step {k}" if k is not None else "")
-        + "".join(f"; {text} on {run.upper()} beside them" for run, text in beside)
     )
-    got = _capture(case, ledger, k, rep.step, timeout_s, on_status, beside)
+    got = _capture(case, ledger, k, rep.step, timeout_s, on_status, supported or [], meanwhile)
     outs = {run: o for run, (o, _) in got.items()}
     recs = {run: r for run, (_, r) in got.items()}
     result = BoundaryState(after_step=k)

@@ -187,19 +187,45 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message]
         )
     case = case.model_copy(update={"mismatch_step": rep.step})
-
-    status("stage 1", "bounded static scan")
-    run_stage1(
-        case,
-        ledger,
-        rep,
-        max_hypotheses=opts.max_hypotheses,
-        timeout_s=opts.timeout_s,
-        deadline=deadline,
-        on_status=lambda m: status("stage 1", m),
-    )
-    supported = _supported(ledger)
     relaunch = _relaunchable(case) and ma is not None
+    declared = _declared_arms(case, ledger) if relaunch else []
+    env_arms = [a for a in declared if a.kind == "env"]
+
+    def stage1() -> list[Hypothesis]:
+        status("stage 1", "bounded static scan")
+        run_stage1(
+            case,
+            ledger,
+            rep,
+            max_hypotheses=opts.max_hypotheses,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("stage 1", m),
+        )
+        return _supported(ledger)
+
+    def state_arms(**how) -> list[Arm]:
+        # One short relaunch of each run: a state entry that differs at a step boundary
+        # (a data cursor moved, RNG not restored) is cheaper to test than any trace.
+        return boundary_arms(
+            case,
+            ledger,
+            rep,
+            timeout_s=opts.timeout_s,
+            deadline=deadline,
+            on_status=lambda m: status("state", m),
+            **how,
+        )
+
+    state_found: list[Arm] | None = None
+    if relaunch and not env_arms and not _proven(ledger):
+        # No environment to rerun first: the state relaunches start now, stage 1 runs while
+        # they do (neither depends on the other), and what it supports says what to start
+        # beside them.
+        state_found = state_arms(meanwhile=stage1)
+    else:
+        stage1()
+    supported = _supported(ledger)
     where: dict[str, str] = {}  # hypothesis id -> the location an arm of it names
 
     def arms(kind: str, found: list[Arm]) -> Hypothesis | None:
@@ -217,23 +243,13 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             on_status=lambda m: status("intervene", m),
         )
 
-    declared = _declared_arms(case, ledger) if relaunch else []
     # Environment differences first: one uninstrumented rerun each, and an environment that
     # explains the bits makes every trace of the code beside the point.
-    arms("declared environment differences", [a for a in declared if a.kind == "env"])
+    arms("declared environment differences", env_arms)
     if relaunch and not _proven(ledger):
-        # One short relaunch of each run: a state entry that differs at a step boundary
-        # (a data cursor moved, RNG not restored) is cheaper to test than any trace.
-        found = boundary_arms(
-            case,
-            ledger,
-            rep,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            on_status=lambda m: status("state", m),
-            supported=supported,  # what stage 1 supports says which rerun to start beside it
-        )
-        arms("state at step boundaries", found)
+        if state_found is None:
+            state_found = state_arms(supported=supported)
+        arms("state at step boundaries", state_found)
 
     trace: Stage2Result | None = None
     prefetch = Prefetch()
