@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_compare_support import chain, dg, ev, write_trace
+from test_compare_support import chain, dg, ev, write_receiver_only_pair, write_trace
 
 from triage_agent.compare import compare_runs, load_run
 from triage_agent.compare.errors import IncompatibleRunsError
@@ -56,15 +56,8 @@ def test_first_divergence_is_first_executed_not_first_sorted(tmp_path):
 
 
 def test_receiver_only_rank_is_outside_scope_with_what_to_widen(tmp_path):
-    write_trace(tmp_path / "a", chain(6))
-    eb = chain(6)
-    eb[0] = dict(eb[0], inputs=[dg("x0-other")])
-    for e in eb:
-        e["outputs"] = [dg(e["outputs"][0]["digest"] + "'")]
-    for k in range(1, 6):
-        eb[k]["inputs"] = eb[k - 1]["outputs"]
-    write_trace(tmp_path / "b", eb)
-    res = compare_runs(load_run(tmp_path / "a"), load_run(tmp_path / "b"))
+    a, b = write_receiver_only_pair(tmp_path)
+    res = compare_runs(load_run(a), load_run(b))
     r = res.ranks[0]
     assert r.origin is None and r.first_divergence.role == "receiver"
     assert r.outside_scope is not None and "before step 0" in r.outside_scope.steps

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from test_compare_support import chain, run_compare_cli, write_trace
+from test_compare_support import chain, run_compare_cli, write_receiver_only_pair, write_trace
 
 from triage_agent.compare.synth import SynthSpec, write_pair
 
@@ -28,6 +28,15 @@ def test_cli_exit_codes_and_formats(tmp_path, monkeypatch, capsys):
     assert {e["pid"] for e in view if e["ph"] == "X"} == {1, 2}
     assert any(e["ph"] == "i" and e["name"].startswith("origin") for e in view)
     assert any(e.get("cname") == "terrible" for e in view)
+
+
+def test_cli_says_what_to_widen_in_sentences_not_a_dumped_record(tmp_path, monkeypatch, capsys):
+    a, b = write_receiver_only_pair(tmp_path)
+    for fmt in ("table", "md"):
+        code, out, _ = run_compare_cli(monkeypatch, capsys, a, b, "-f", fmt)
+        said = " ".join(out.split())  # the table is wrapped to the terminal
+        assert code == 1 and "widen the capture. Start the window before step 0" in said, said
+        assert "steps:" not in said and "level:" not in said
 
 
 def test_cli_malformed_names_file_and_line(tmp_path, monkeypatch, capsys):

@@ -67,6 +67,20 @@ def chain(n: int, diverge: int | None = None, names=("mm", "add", "gelu")) -> li
     return out
 
 
+def write_receiver_only_pair(root: Path) -> tuple[Path, Path]:
+    """Two one-rank traces whose first event already receives different inputs: no origin
+    lies on the traced events, so the comparison says what to widen."""
+    write_trace(root / "a", chain(6))
+    eb = chain(6)
+    eb[0] = dict(eb[0], inputs=[dg("x0-other")])
+    for e in eb:
+        e["outputs"] = [dg(e["outputs"][0]["digest"] + "'")]
+    for k in range(1, 6):
+        eb[k]["inputs"] = eb[k - 1]["outputs"]
+    write_trace(root / "b", eb)
+    return root / "a", root / "b"
+
+
 def run_compare_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
     """``triage compare ARGS`` in this process: its exit code, stdout and stderr."""
     import sys

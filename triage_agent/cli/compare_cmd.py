@@ -138,14 +138,12 @@ def _table(res: CompareResult) -> None:
                     markup=False,
                 )
         if r.outside_scope:
+            said = r.outside_scope.sentences()
             console.print(
-                f"rank {r.rank}: no origin on the traced events; widen:",
+                f"rank {r.rank}: no origin on the traced events; widen the capture. {said}",
                 highlight=False,
                 markup=False,
             )
-            for k, v in r.outside_scope.model_dump().items():
-                if v:
-                    console.print(f"  {k}: {v}", highlight=False, markup=False)
         for u in r.unmatched[:10]:
             e = u.event
             console.print(

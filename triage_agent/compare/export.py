@@ -266,9 +266,8 @@ def to_markdown(result: CompareResult, max_unmatched: int = 20) -> str:
                 "The first divergence is the candidate origin: inputs equal, outputs differ."
             )
         if rr.outside_scope:
-            w = rr.outside_scope
-            lines += ["", "No origin on the traced events; widen the capture:", ""]
-            lines += [f"- {k}: {v}" for k, v in w.model_dump().items() if v]
+            said = rr.outside_scope.sentences()
+            lines += ["", f"No origin on the traced events; widen the capture. {said}"]
         if rr.artifacts:
             lines += ["", f"Probe artifacts set aside: {len(rr.artifacts)}"]
         if rr.unmatched:

@@ -154,6 +154,11 @@ class Widen(_M):
     level: str | None = None
     scope: str | None = None
 
+    def sentences(self) -> str:
+        """The advice as sentences a person reads, in the order steps, ranks, level, scope."""
+        parts = [p for p in (self.steps, self.ranks, self.level, self.scope) if p]
+        return " ".join(p[0].upper() + p[1:] + ("" if p.endswith(".") else ".") for p in parts)
+
 
 class Collectives(_M):
     """A rank's collectives, counted where the cross-rank pass needs them: once a peer of the

@@ -458,8 +458,7 @@ def _arises_text(r: Stage2Result) -> str:
 
 def widen_sentences(w: Widen) -> str:
     """The comparator's advice on what to capture next, as sentences a person reads."""
-    parts = [p for p in (w.steps, w.ranks, w.level, w.scope) if p]
-    return " ".join(p[0].upper() + p[1:] + ("" if p.endswith(".") else ".") for p in parts)
+    return w.sentences()
 
 
 def _starts_different(res: CompareResult, window: tuple[int, int]) -> bool:
