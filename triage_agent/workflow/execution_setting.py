@@ -13,6 +13,9 @@ code) and left out of B. A rerun of A under the same policy, uninstrumented, tel
 - A's bits move: A itself computes otherwise under the setting; the class stays the one the
   hypothesis's category gives (a bug against the repeatability contract).
 
+Only a proof by the policy on B alone is read so: when the fix check had to apply it to A as
+well (a run against its own repeat), A is no reference for the setting and the class stays.
+
 Only policies that choose kernels are read so: ``restore-rng`` changes what a resumed run
 restores, which the uninterrupted run never does, so A is unmoved by it whatever the cause.
 Runs whose sources differ are left alone: there the policy may cover a changed kernel call.
@@ -29,6 +32,7 @@ from ..metrics import diff_metrics, load_metrics
 from ..policies import POLICY_HELP
 from ..records import Case, Classification, Evidence, EvidenceResult, Hypothesis
 from ..runs import materialize
+from .arms import prior_rerun
 from .classify import CLASSIFICATION
 from .fixcheck import _against_a, relaunch_evidence
 
@@ -52,6 +56,9 @@ def read_policy_proof(
     the policy does not choose kernels or A's rerun failed (said in the ledger)."""
     if policy not in EXECUTION_POLICIES or str(hyp.category) == CATEGORY:
         return None
+    proof = prior_rerun(ledger, hyp.id)
+    if proof is None or proof.data_as(RerunData).applied_to != "B only":
+        return None  # the policy had to change A as well: A is no reference for the setting
     on_status(f"policy {policy} on A alone: does A already run with it?")
     out = materialize(
         case.run_a,
