@@ -232,6 +232,23 @@ def test_launch_under_torchrun_two_ranks(tmp_path):
     assert len(ev.data.output["digests"]["all_reduce_per_rank"]) == 2
 
 
+def test_cli_launch_says_the_command_as_a_shell_line_not_a_list(tmp_path):
+    import shlex
+    import subprocess
+    import sys
+
+    rid = _install(tmp_path, _printing(GOOD))
+    out = subprocess.run(
+        [sys.executable, "-m", "triage_agent.cli.app", "reproduce", "launch", rid,
+         "-w", str(tmp_path)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    ev = Ledger(tmp_path).state().evidence[-1]
+    assert f"to reproduce: {shlex.join(ev.argv)}" in out.stdout.splitlines(), out.stdout
+    assert "['" not in out.stdout
+
+
 def test_cli_launch_and_replay_refuse_an_unknown_hypothesis(tmp_path):
     import subprocess
     import sys

@@ -39,6 +39,8 @@ FormatOpt = Annotated[
 
 
 def _print_evidence(ev: Evidence, fmt: Format) -> None:
+    from ..ledger_view import commands_text
+
     if fmt == Format.json:
         typer.echo(ev.model_dump_json(indent=2))
         return
@@ -47,10 +49,10 @@ def _print_evidence(ev: Evidence, fmt: Format) -> None:
         f"[{colors.get(ev.result.value, 'white')}]{ev.result.value}[/] {ev.summary}",
         highlight=False,
     )
+    console.print(f"evidence {ev.id} recorded; {ev.duration_s} s", highlight=False, markup=False)
+    # never wrapped by the console: the line is for copying into a shell
     console.print(
-        f"evidence {ev.id} recorded; {ev.duration_s} s; argv: {ev.argv}",
-        highlight=False,
-        markup=False,
+        f"to reproduce: {commands_text(ev.argv)}", highlight=False, markup=False, soft_wrap=True
     )
     out = ev.data_as(ReproducerData).output or {}
     if out.get("details"):
