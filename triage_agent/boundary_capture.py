@@ -153,7 +153,11 @@ def state_now(
     else:
         state: dict[str, Any] = {}
         if roots:
-            state["model"] = roots[0].state_dict()
+            model = roots[0]
+            if type(model).__name__ == "OptimizedModule":
+                # torch.compile's wrapper: its state names carry `_orig_mod.`, an eager run's not
+                model = model._orig_mod
+            state["model"] = model.state_dict()
         opts = _objects(torch.optim.Optimizer)
         for k, o in enumerate(opts):
             state["optimizer" if len(opts) == 1 else f"optimizer{k}"] = o.state_dict()
