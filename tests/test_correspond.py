@@ -183,6 +183,27 @@ def test_clip_coefficients_a_rounding_apart_are_named_a_gradient_scale(captures)
     assert t2.policy is not None and t2.policy.name == "grads arithmetic with equal inputs"
 
 
+def test_a_setting_held_differently_is_not_named_for_the_gradients_it_cannot_touch(
+    captures, tmp_path
+):
+    """Two runs whose clip coefficients differ by a rounding, B's 1-D tensors recorded with
+    another weight decay: the consumed gradients still differ by one scale first, and the
+    optimizer setting, read only after they are consumed, is not what names them."""
+    import shutil
+
+    b = tmp_path / "b"
+    shutil.copytree(captures["clip2"], b)
+    side = json.loads((b / "side.json").read_text())
+    for step in side["settings"].values():
+        for name, held in step.items():
+            if name.endswith("bias"):
+                held["weight_decay"] = "float:0x0.0p+0"
+    (b / "side.json").write_text(json.dumps(side))
+    t, _ = build_table(captures["clip"], b)
+    assert t.first is not None and (t.first.step, t.first.boundary) == (0, "grads")
+    assert t.policy is not None and t.policy.kind == "gradient-scale", t.policy
+
+
 def test_a_tensor_with_no_partner_is_listed_not_dropped(captures, tmp_path):
     import shutil
 

@@ -98,11 +98,10 @@ def test_the_loop_told_nothing_aligns_every_boundary(case_and_ws):
     assert all(hyps[s.hypothesis_id].status == "supported" for s in t.walk)
 
 
-def test_the_clipping_cell_tries_the_clip_candidates_and_says_what_it_proved(staged):
-    """Both clip at 1.0: the consumed gradients differ by one scale. The loop tries what
-    governs the clip on B (the config key when the clips differ, the replacement of
-    DeepSpeed's coefficient); whatever it finds is reported as proven or unproven, and a
-    proven one must have made the gradients match."""
+def test_the_clipping_cell_is_aligned_by_a_replacement_of_deepspeeds_clip(staged):
+    """Both clip at 1.0: the consumed gradients differ by one scale first. DeepSpeed has no
+    key for Megatron's clip coefficient; the tool's replacement of DeepSpeed's clip is
+    tried, and with it and the next proven policy every boundary matches."""
     from triage_agent.config import load_case
     from triage_agent.correspond.align import Budget
     from triage_agent.correspond.table import align_markdown
@@ -117,8 +116,8 @@ def test_the_clipping_cell_tries_the_clip_candidates_and_says_what_it_proved(sta
     assert first.policy is not None and first.policy.kind == "gradient-scale", first.policy
     tried = [a.candidate.intervention for a in first.attempts]
     assert any("unscale_and_clip_grads" in i for i in tried), tried
-    rows = {row.boundary: row for row in t.rows}
-    if first.proven_by is None:
-        assert rows["grads"].proven_by == "unproven" and t.aligned.first is not None
-    else:
-        assert rows["grads"].aligned == "match" and first.attempts[-1].outcome == "aligned"
+    # measured on one H200: Megatron's coefficient form alone aligns the gradients (the two
+    # fp32 norms agree there), then B's decay flag the master weights
+    assert first.proven_by is not None and "unscale_and_clip_grads" in first.proven_by, first
+    assert t.aligned.first is None, align_markdown(t)
+    assert [row.aligned for row in t.rows] == ["match"] * 5

@@ -147,7 +147,9 @@ def diagnose(
             if xa[k] != xb[k]:
                 by_key.setdefault(k, []).append(p.a)
                 values.setdefault(k, set()).add((xa[k], xb[k]))
-    if by_key and first.boundary != "outputs":
+    # the optimizer's settings act on what it writes (moments, counters, master weights):
+    # the outputs and the gradients it consumes are computed before it reads them
+    if by_key and first.boundary in ("moments", "counters", "master_weights"):
         key = max(by_key, key=lambda k: len(set(by_key[k]) & set(differing)))
         hit = sorted(set(by_key[key]))
         covers = set(differing) <= set(hit)

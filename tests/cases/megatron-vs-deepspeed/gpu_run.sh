@@ -34,13 +34,16 @@ triage correspond case --workspace "$WS" --out "$OUTDIR/t0" --format md 2>&1 | t
 rc=${PIPESTATUS[0]}
 echo "align seconds: $(( $(date +%s) - t0 )), exit $rc"
 # differs as launched (exit 1), every difference proven: no boundary left differing
-python3 - "$OUTDIR/t0/table.json" <<'PY'; check "align: every boundary matches with the proven interventions, none unproven" $?
+all_proven() {  # all_proven TABLE.JSON: differs as launched, every boundary matches aligned
+  python3 - "$1" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
 ok = t["kept"] and t["aligned"]["first"] is None and all(r["aligned"] == "match" for r in t["rows"])
 print("kept:", t["kept"], "| stopped:", t["stopped"])
 sys.exit(0 if ok else 1)
 PY
+}
+all_proven "$OUTDIR/t0/table.json"; check "align: every boundary matches with the proven interventions, none unproven" $?
 [ "$rc" = 1 ]; check "align: exit 1 (differs as launched, every difference proven)" $?
 i=1
 for iv in "$@"; do
@@ -55,7 +58,8 @@ triage correspond case --case triage_clip.toml --workspace "$WS/clip" --out "$OU
   --format md --max-reruns 2 2>&1 | tee "$OUTDIR/tclip.txt"
 rc=${PIPESTATUS[0]}
 echo "clipping cell seconds: $(( $(date +%s) - t0 )), exit $rc"
-grep -q "unscale_and_clip_grads" "$OUTDIR/tclip/table.json"; check "clip: the clip-coefficient replacement was tried" $?
+grep -q "unscale_and_clip_grads" "$OUTDIR/tclip/table.json"; check "clip: the clip replacement was tried" $?
+all_proven "$OUTDIR/tclip/table.json"; check "clip: every boundary matches with the proven interventions" $?
 # B without its capture: the dumps must not move B's metric bits
 python3 train_deepspeed.py --out "$OUTDIR/b-plain" --deepspeed_config zero2.json --port 29533 > "$OUTDIR/b-plain.log" 2>&1
 echo "capture perturbation check (B with dumps vs B without):"
