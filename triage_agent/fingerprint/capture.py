@@ -578,7 +578,7 @@ class Tracer:
         return self._active and not self._suspended
 
     # -- recording ---------------------------------------------------------------------
-    def _mode_for(self, name: str, scope: str = "") -> DigestMode:
+    def _mode_for(self, name: str) -> DigestMode:
         mode = self._digest_modes.get(name)
         if mode is None:
             mode = self.config.digest
@@ -864,7 +864,7 @@ class Tracer:
             own = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
             ins = _tensors(args)
             tensors = ins + [t for _, t in own]
-            staged = self._stage_all(tensors, self._mode_for(name, scope))
+            staged = self._stage_all(tensors, self._mode_for(name))
             if self._wants_dump(name, scope):
                 names = [f"input{i}" for i in range(len(ins))] + [n for n, _ in own]
                 dumped = (self._cpu_copies(tensors), names)
@@ -878,7 +878,7 @@ class Tracer:
         if self._suspended or not self._in_scope(scope):
             return None
         name = type(module).__name__
-        mode = self._mode_for(name, scope)
+        mode = self._mode_for(name)
         ev = self._new_event("module", name, scope, "forward", staged_in)
         outs = _tensors(output)
         ev.outputs = self._stage_all(outs, mode)
@@ -896,7 +896,7 @@ class Tracer:
         if self._gate():
             ev = self._new_event("module", name, scope, "backward", [])
             ev.meta["grad_of_output"] = index
-            ev.outputs = self._stage_all([grad], self._mode_for(name, scope))
+            ev.outputs = self._stage_all([grad], self._mode_for(name))
         return None
 
     # collectives
@@ -915,7 +915,7 @@ class Tracer:
                 return orig(*args, **kwargs)  # let torch raise its own error
             bound.apply_defaults()
             params = bound.arguments
-            mode = tracer._mode_for(fname, "")
+            mode = tracer._mode_for(fname)
             ins = _tensors([params.get(n) for n in in_names])
             scope = tracer._scope()
             ev = tracer._new_event(
