@@ -11,7 +11,7 @@ from ..config import load_case
 from ..errors import InputError, LedgerError
 from ..ledger import Ledger
 from ..records import Case
-from .options import CaseOpt, WorkspaceOpt  # noqa: F401  (the commands import them from here)
+from .options import CaseOpt, WorkspaceOpt  # noqa: F401  (bisect_cmd imports them from here)
 
 console = Console(soft_wrap=False)
 err_console = Console(stderr=True, soft_wrap=True)

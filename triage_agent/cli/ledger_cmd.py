@@ -17,7 +17,8 @@ from ..ledger_view import (
     to_markdown,
     verdict_basis,
 )
-from .common import CaseOpt, WorkspaceOpt, console, err_console, existing_ledger_for
+from .common import console, err_console, existing_ledger_for
+from .options import CaseOpt, WorkspaceOpt
 
 ledger_app = typer.Typer(help="Read the evidence ledger.", no_args_is_help=True)
 

@@ -15,7 +15,8 @@ from ..errors import InputError
 from ..evidence_data import ReproducerData
 from ..ledger import Ledger
 from ..records import Evidence
-from .common import CaseOpt, WorkspaceOpt, console, ledger_for, workspace_for
+from .common import console, ledger_for, workspace_for
+from .options import CaseOpt, WorkspaceOpt
 
 repro_app = typer.Typer(
     help="Generate, launch and replay small discriminating reproducers.", no_args_is_help=True

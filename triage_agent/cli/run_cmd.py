@@ -16,8 +16,9 @@ from ..compare.distributed import Executor
 from ..config import load_case
 from ..ledger import Ledger
 from ..ledger_view import action_text, verdict_basis
-from .common import CaseOpt, WorkspaceOpt, console, err_console
+from .common import console, err_console
 from .compare_cmd import BareRayCommand, RayOpt, WorkersOpt
+from .options import CaseOpt, WorkspaceOpt
 
 if TYPE_CHECKING:
     from ..workflow.timing import StageTime
