@@ -67,6 +67,7 @@ REF = textwrap.dedent(
     p.add_argument("--out", required=True)
     p.add_argument("--boundaries", required=True)
     p.add_argument("--no-decay", choices=["none", "1d-and-bias", "bias"], default="1d-and-bias")
+    p.add_argument("--clip", type=float, default=0.0)
     args = p.parse_args()
     model = net.build().to(torch.bfloat16)
     masters = {n: q.detach().float().clone() for n, q in model.named_parameters()}
@@ -80,7 +81,7 @@ REF = textwrap.dedent(
     groups = [{"params": [masters[n] for n, q in named if not exempt(n, q)]},
               {"params": [masters[n] for n, q in named if exempt(n, q)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=1e-2, weight_decay=0.1)
-    cap = attach_torch(args.boundaries, model, opt, masters, outputs=("fc",))
+    cap = attach_torch(args.boundaries, model, opt, masters, outputs=("fc",), clip=args.clip)
     with MetricLog(args.out, rank=0) as log:
         for step in range(3):
             x = net.batch(step)
@@ -88,6 +89,15 @@ REF = textwrap.dedent(
             loss.backward()
             for n, q in named:
                 masters[n].grad, q.grad = q.grad.float(), None
+            if args.clip > 0:  # Megatron's clip without Apex or TE, in its groups' order
+                order = [n for n, q in named if q.ndim > 1] + [n for n, q in named if q.ndim == 1]
+                grads = [masters[n].grad for n in order]
+                reduced = torch.norm(torch.tensor([[torch.norm(g) for g in grads]]))
+                norm = (torch.tensor([float(reduced)], dtype=torch.float) ** 2.0).item() ** 0.5
+                coeff = args.clip / (norm + 1.0e-6)
+                if coeff < 1.0:
+                    for g in grads:
+                        g.copy_(g * coeff)
             opt.step()
             with torch.no_grad():
                 for n, q in named:
@@ -159,6 +169,7 @@ def src(tmp_path_factory) -> Path:
     (root / "train_ref.py").write_text(REF)
     (root / "train_ds.py").write_text(DS)
     (root / "ds.json").write_text(json.dumps(CONFIG))
+    (root / "ds_clip.json").write_text(json.dumps({**CONFIG, "gradient_clipping": 0.05}))
     return root
 
 
@@ -167,8 +178,9 @@ def shared(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("align") / "ws"
 
 
-def _case(src: Path, where: Path, a_rule: str) -> Path:
-    """A case file in ``where``: A with weight-decay rule ``a_rule``, B as launched."""
+def _case(src: Path, where: Path, a_rule: str, a_extra: str = "", config: str = "ds.json") -> Path:
+    """A case file in ``where``: A with weight-decay rule ``a_rule`` (and ``a_extra``
+    arguments), B as launched with ``config``."""
     where.mkdir(parents=True, exist_ok=True)
     text = f"""
         [case]
@@ -179,12 +191,12 @@ def _case(src: Path, where: Path, a_rule: str) -> Path:
         metrics = "{{out}}"
         cwd = "{src}"
         env = {{PYTHONPATH = "{src}"}}
-        launch = [["{{python}}", "train_ref.py", "--out", "{{out}}", "--boundaries", "{{out}}/boundaries", "--no-decay", "{a_rule}"]]
+        launch = [["{{python}}", "train_ref.py", "--out", "{{out}}", "--boundaries", "{{out}}/boundaries", "--no-decay", "{a_rule}"{a_extra}]]
         [runs.b]
         metrics = "{{out}}"
         cwd = "{src}"
         env = {{DS_ACCELERATOR = "cpu", PYTHONPATH = "{src}"}}
-        launch = [["{{python}}", "train_ds.py", "--out", "{{out}}", "--boundaries", "{{out}}/boundaries", "--deepspeed_config", "ds.json", "--port", "{{port}}"]]
+        launch = [["{{python}}", "train_ds.py", "--out", "{{out}}", "--boundaries", "{{out}}/boundaries", "--deepspeed_config", "{config}", "--port", "{{port}}"]]
         """
     (where / "triage.toml").write_text(textwrap.dedent(text))
     return where / "triage.toml"
@@ -296,3 +308,24 @@ def test_cli_align_writes_the_table_and_exits_by_proof(src, shared, tmp_path):
     table = json.loads((out / "table.json").read_text())
     assert table["kept"] == ["config --decay=matrices"]
     assert (out / "mapping.json").is_file()
+
+
+def test_the_clip_is_aligned_by_a_replacement_of_deepspeeds(src, shared, tmp_path):
+    """Both clip at 0.05, A as Megatron does (its norm decomposition and coefficient form),
+    B as DeepSpeed does: the consumed gradients differ by one scale, the clips are equal (no
+    config key to offer), and the tool's replacements of DeepSpeed's clip are tried in turn."""
+    case = load_case(_case(src, tmp_path, "none", ', "--clip", "0.05"', "ds_clip.json"))
+    r = align_case(case, shared, [], budget=Budget(reruns=2))
+    t = r.alignment
+    print(align_markdown(t))
+    first = t.walk[0]
+    assert (first.step, first.boundary) == (0, "grads")
+    assert first.policy is not None and first.policy.kind == "gradient-scale", first.policy
+    # the coefficient's form alone is not enough on the CPU (DeepSpeed's norm of the same
+    # gradients rounds otherwise than Megatron's per-tensor decomposition); the whole clip is
+    tried = [(a.candidate.intervention.rsplit(":", 1)[1], a.outcome) for a in first.attempts]
+    assert tried == [
+        ("megatron_clip_coefficient", "still differs"),
+        ("megatron_clip", "aligned"),
+    ], tried
+    assert t.kept == [first.proven_by] and t.aligned.first is None, align_markdown(t)
