@@ -2,9 +2,8 @@
 
 Names are found lazily: the first time a module runs with no traced module around it, it
 becomes a root and its ``named_modules()`` are indexed. Training wrappers (DeepSpeedEngine,
-DistributedDataParallel, FSDP, torch.compile's OptimizedModule) are unwrapped so that a
-DeepSpeed or compiled run and a plain one name the same layer the same way
-(``layers.3.mlp``, not ``module.layers.3.mlp`` or ``_orig_mod.layers.3.mlp``).
+DistributedDataParallel, FSDP) are unwrapped so that a DeepSpeed run and a plain one name
+the same layer the same way (``layers.3.mlp``, not ``module.layers.3.mlp``).
 
 Limits: in backward, the scope of an ATen op is the module whose output gradient arrived
 last (the module being differentiated, as seen from its output); ops between two child
@@ -17,24 +16,12 @@ import weakref
 
 import torch
 
-# Wrapper class -> the attribute that holds the module it wraps: names are the wrapped
-# module's, so that a wrapped run and a bare one name the same parameters alike.
 _WRAPPERS = {
-    "DeepSpeedEngine": "module",
-    "PipelineEngine": "module",
-    "DistributedDataParallel": "module",
-    "FullyShardedDataParallel": "module",
-    "OptimizedModule": "_orig_mod",  # torch.compile's
+    "DeepSpeedEngine",
+    "PipelineEngine",
+    "DistributedDataParallel",
+    "FullyShardedDataParallel",
 }
-
-
-def unwrap(module: torch.nn.Module) -> torch.nn.Module:
-    """The module a wrapper (an engine, DDP/FSDP, torch.compile) holds, wrappers peeled."""
-    while isinstance(
-        inner := getattr(module, _WRAPPERS.get(type(module).__name__, ""), None), torch.nn.Module
-    ):
-        module = inner
-    return module
 
 
 class ScopeIndex:
@@ -55,11 +42,12 @@ class ScopeIndex:
         return name
 
     def _index_root(self, root: torch.nn.Module) -> None:
-        inner = unwrap(root)
-        wrapper = root
-        while wrapper is not inner:
-            self._names[wrapper] = ""
-            wrapper = getattr(wrapper, _WRAPPERS[type(wrapper).__name__])
+        inner = root
+        while type(inner).__name__ in _WRAPPERS and isinstance(
+            getattr(inner, "module", None), torch.nn.Module
+        ):
+            self._names[inner] = ""
+            inner = inner.module
         for name, mod in inner.named_modules(remove_duplicate=False):
             self._names.setdefault(mod, name)
         for name, p in inner.named_parameters(remove_duplicate=False):
