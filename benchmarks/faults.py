@@ -764,8 +764,13 @@ def _verdict_key(ws: Path) -> tuple:
     from triage_agent.ledger import Ledger
 
     v = Ledger(ws).state().verdict
-    # each trial runs on its own copy of the case: a location names a file of that copy
-    return (v.classification.value, v.location.replace(str(ws.parent), "<case>")) if v else ()
+    if v is None:
+        return ()
+    # each trial runs on its own copy of the case: a location names a file of that copy. What
+    # follows the location proper ("; first divergence: ...") comes from the op trace, which
+    # can differ between two uninterrupted runs (a digest the tracer reads as uninitialized
+    # in one launch and not in the other): it is not part of the verdict compared here
+    return (v.classification.value, v.location.replace(str(ws.parent), "<case>").split("; ")[0])
 
 
 def workflow_reference(case_src: Path, workdir: Path, timeout: float = 1800) -> Reference:
