@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from probes.model import Category
 from probes.rank import Phase
-from probes.scan import ScanResult
+from probes.scan import ScanRequest, ScanResult
 from triage_agent.errors import InputError
 from triage_agent.paths import split_rev_range
 
@@ -50,6 +51,9 @@ def list_probes(ws: Workspace, args: ListProbesIn, progress: Progress) -> Probes
     )
 
 
+_REQUEST = ScanRequest.model_fields
+
+
 class ScanIn(In):
     paths: list[str] = Field(
         default_factory=list,
@@ -62,13 +66,12 @@ class ScanIn(In):
         default=None, max_length=401, description="REV_A..REV_B: scan only the changed hunks"
     )
     repo: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="for diff")
-    around: list[str] = Field(
-        default_factory=list, max_length=100, description="FILE:LINE locations to scan around"
-    )
-    window: int = Field(default=40, ge=0, le=5000, description="lines each side of a location")
-    categories: list[Category] = Field(default_factory=list, max_length=20)
-    probes: list[str] = Field(default_factory=list, max_length=200)
-    functions: list[str] = Field(default_factory=list, max_length=100)
+    # the library's fields (defaults, descriptions), a tool call held to shorter lists
+    around: Annotated[list[str], Field(max_length=100)] = _REQUEST["around"]
+    window: Annotated[int, Field(le=5000)] = _REQUEST["window"]
+    categories: Annotated[list[Category], Field(max_length=20)] = _REQUEST["categories"]
+    probes: Annotated[list[str], Field(max_length=200)] = _REQUEST["probes"]
+    functions: Annotated[list[str], Field(max_length=100)] = _REQUEST["functions"]
     phase: Phase | None = Field(default=None, description="the mismatch phase, for ranking")
     max_files: int = Field(default=2000, ge=1, le=50_000, description="file budget")
     max_seconds: float = Field(default=30.0, gt=0, le=600, description="time budget")

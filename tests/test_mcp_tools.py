@@ -423,3 +423,26 @@ def test_mcp_ledger_summary_gives_the_confirmed_mismatch_step(tmp_path):
     s = after.structured_content
     assert s["mismatch_step"] == 3 and s["mismatch_step_given"] is None
     assert ws.ledger.state().confirmed_step() == 3
+
+
+def test_mcp_inputs_take_their_defaults_and_descriptions_from_the_library_models():
+    """A tool input that restates a library option drifts from it: these fields are the
+    library's own, a tool call only held to tighter bounds."""
+    from mcp_server.compare_tools import TracePairIn
+    from mcp_server.scan_tools import ScanIn
+    from mcp_server.workflow_tools import RunWorkflowIn
+    from probes.scan import ScanRequest
+    from triage_agent.compare.distributed import Executor
+    from triage_agent.workflow.engine import RunOptions
+
+    for tool, lib, names in (
+        (RunWorkflowIn, RunOptions, list(RunOptions.model_fields)),
+        (TracePairIn, Executor, ["workers", "ray"]),
+        (ScanIn, ScanRequest, ["around", "window", "categories", "probes", "functions"]),
+    ):
+        for name in names:
+            said = [
+                (f.get_default(call_default_factory=True), f.description)
+                for f in (tool.model_fields[name], lib.model_fields[name])
+            ]
+            assert said[0] == said[1], (tool.__name__, name, said)
