@@ -87,16 +87,8 @@ def rerun_with_intervention(
         progress=lambda msg: progress(0, None, cap_text(msg, 500)),
     )
     progress(1, 1, res.line)
-    return RerunWithInterventionOut(
-        run=res.run,
-        compared_with=res.compared_with,
-        changed=res.changed,
-        line=res.line,
-        match=res.match,
-        result=res.result,
-        evidence_id=res.evidence_id,
-        argv=res.outcome.argv,
-        seconds=res.outcome.seconds,
-        cached=res.outcome.cached,
-        warnings=[cap_text(w, 500) for w in res.outcome.warnings[:MAX_LIST_ITEMS]],
-    )
+    out = res.outcome
+    warnings = [cap_text(w, 500) for w in out.warnings[:MAX_LIST_ITEMS]]
+    # the result's own fields by name, and what the reply says of the rerun's launch
+    said = {"argv": out.argv, "seconds": out.seconds, "cached": out.cached, "warnings": warnings}
+    return RerunWithInterventionOut.model_validate({**dict(res), **said})
