@@ -18,11 +18,13 @@ import pytest
 from triage_agent.config import load_case
 from triage_agent.correspond.align import Budget, capture_dir
 from triage_agent.correspond.boundaries import build_table
-from triage_agent.correspond.candidates import launch_flags, setting_value
+from triage_agent.correspond.candidates import candidates, launch_flags, setting_value
+from triage_agent.correspond.model import Policy, SideMeta
 from triage_agent.correspond.table import align_markdown
 from triage_agent.correspond.workflow import align_case
-from triage_agent.interventions import parse_intervention, rerun
+from triage_agent.interventions import parse_intervention, plan, rerun, to_text
 from triage_agent.ledger import Ledger
+from triage_agent.records import RunSpec
 from triage_agent.runs import materialize
 
 pytest.importorskip("deepspeed")
@@ -211,6 +213,39 @@ def test_flags_with_choices_are_read_from_the_script_b_launches(src):
         0.9,
         0.999,
     ]
+
+
+def test_boolean_flags_are_bare_candidates_and_a_bare_flag_is_added_once(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import argparse
+            p = argparse.ArgumentParser()
+            p.add_argument("--fp32-reduce", action="store_true", help="reduce gradients in fp32")
+            p.add_argument("--fused", action=argparse.BooleanOptionalAction)
+            p.add_argument("--mode", choices=("a", "b"), default="a")
+            """
+        )
+    )
+    flags = {f.name: f for f in launch_flags(script)}
+    assert flags["--fp32-reduce"].bare == ["--fp32-reduce"] and not flags["--fp32-reduce"].choices
+    assert flags["--fused"].bare == ["--fused", "--no-fused"]
+    assert flags["--mode"].choices == ["a", "b"] and not flags["--mode"].bare
+    run = RunSpec(name="b", cwd=str(tmp_path), launch=[["python", "train.py", "--fused"]])
+    policy = Policy(name="grads arithmetic with equal inputs", detail="", explains_all=False)
+    side = SideMeta(
+        version=1, framework="deepspeed", optimizer="x", wrapper="y", sites=[], outputs=[]
+    )
+    got = [c.intervention for c in candidates(policy, "grads", 0, side, side, run)]
+    # relevant to gradient arithmetic first; --fused is passed already, so only its negation
+    assert got == ["config --fp32-reduce", "config --no-fused", "config --mode=b"], got
+    iv = parse_intervention("config --fp32-reduce")
+    assert to_text(iv) == "config --fp32-reduce" and parse_intervention(to_text(iv)) == iv
+    changed, _, _ = plan(run, [iv], tmp_path / "ws")
+    assert changed.launch == [["python", "train.py", "--fused", "--fp32-reduce"]]
+    again, _, _ = plan(changed, [iv], tmp_path / "ws")
+    assert again.launch == changed.launch
 
 
 def test_the_loop_proves_the_decay_set_with_bs_own_flag(src, shared, tmp_path):

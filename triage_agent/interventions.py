@@ -9,6 +9,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           argv names (VALUE is JSON, else a string),
                                                           written to a copy the argv then names
 ``config --flag=VALUE``                        config     set (or add) a launch flag in every command
+``config --flag``                              config     add a bare flag (argparse store_true)
 ``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``restore-rng`` / ``deterministic``            policy     the run policies of :mod:`.policies`
@@ -118,7 +119,7 @@ Intervention = Annotated[
 INTERVENTION = TypeAdapter(Intervention)
 
 FORMS = (
-    "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, "
+    "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
     "restore-rng, deterministic, revert path[,path...]"
 )
@@ -177,6 +178,8 @@ def _not_main(text: str, target: str) -> str:
 
 def _parse_config(text: str, rest: str) -> ConfigIntervention:
     key, eq, raw = rest.partition("=")
+    if not eq and re.fullmatch(r"--[A-Za-z0-9][\w.-]*", key):
+        return ConfigIntervention(key=key, value=None)  # a bare flag (argparse store_true)
     if not eq or not key:
         raise _bad(text, "expected config a.b.c=VALUE or config --flag=VALUE")
     if key.startswith("--"):
@@ -199,6 +202,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             return f"unset {k}", f"unset {k}"
         case EnvIntervention(key=k, value=v):
             return f"env {k}={v}", f"set {k}={v}"
+        case ConfigIntervention(key=k, value=None) if iv.is_flag:
+            return f"config {k}", f"launch flag {k} given"
         case ConfigIntervention(key=k, value=v) if iv.is_flag:
             return f"config {k}={v}", f"launch flag {k}={v}"
         case ConfigIntervention(key=k, value=v):
@@ -329,8 +334,11 @@ def _with_config(run: RunSpec, keys: list[ConfigIntervention], scratch: Path) ->
     return run.model_copy(update={"launch": launch})
 
 
-def _with_flag(argv: list[str], flag: str, value: str) -> list[str]:
+def _with_flag(argv: list[str], flag: str, value: str | None) -> list[str]:
+    """``--flag=value`` set or added; a bare ``--flag`` (value None) added when absent."""
     out = list(argv)
+    if value is None:
+        return out if flag in out else [*out, flag]
     for i, a in enumerate(out):
         if a.startswith(flag + "="):
             out[i] = f"{flag}={value}"
@@ -435,7 +443,7 @@ def plan(
             case EnvIntervention(key=k, value=v):
                 changes.env[k] = v
             case ConfigIntervention(key=k, value=v) if iv.is_flag:
-                launch = [_with_flag(argv, k, str(v)) for argv in launch]
+                launch = [_with_flag(argv, k, None if v is None else str(v)) for argv in launch]
             case SuppressIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t))
             case ReplaceIntervention(target=t, replacement=r):

@@ -11,7 +11,8 @@ Three sources, each candidate naming the policy it governs:
   dtypes; an update computed otherwise is DeepSpeed's torch optimizer.
 - the launch flags of the script B launches that take a finite set of values
   (argparse ``choices=``), read statically with ``ast``: every value B does not already
-  pass is a ``config --flag=VALUE``.
+  pass is a ``config --flag=VALUE``; a boolean flag (``store_true``, ``store_false``,
+  ``BooleanOptionalAction``) B does not pass is a bare ``config --flag``.
 - replacements owned by this project (:mod:`.aligners`) of a DeepSpeed call where DeepSpeed
   has no knob, applied through the injected bootstrap.
 
@@ -27,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..errors import InputError
 from ..interventions import _config_arg
@@ -135,16 +136,29 @@ def catalogue(
 
 
 class LaunchFlag(BaseModel):
-    """One argparse option with a finite set of values."""
+    """One argparse option with a finite set of values: its choices, or its bare forms."""
 
     name: str
-    choices: list[Any]
+    choices: list[Any] = []
+    bare: list[str] = Field(default_factory=list, description="forms that take no value")
     default: Any = None
     help: str = ""
 
 
+_BOOLEAN = ("store_true", "store_false", "BooleanOptionalAction")
+
+
+def _action(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
 def launch_flags(script: Path) -> list[LaunchFlag]:
-    """The ``add_argument`` calls of ``script`` with ``choices=``, read without running it."""
+    """The ``add_argument`` calls of ``script`` with ``choices=`` or a boolean action,
+    read without running it."""
     try:
         tree = ast.parse(script.read_text(), filename=str(script))
     except (OSError, SyntaxError, ValueError) as exc:
@@ -160,6 +174,12 @@ def launch_flags(script: Path) -> list[LaunchFlag]:
         names = [a.value for a in node.args if isinstance(a, ast.Constant)]
         long = next((n for n in names if isinstance(n, str) and n.startswith("--")), None)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
+        action = _action(kw.get("action"))
+        help_text = kw["help"].value if isinstance(kw.get("help"), ast.Constant) else ""
+        if long is not None and action in _BOOLEAN:
+            bare = [long] + ([f"--no-{long[2:]}"] if action == "BooleanOptionalAction" else [])
+            flags.append(LaunchFlag(name=long, bare=bare, help=str(help_text)))
+            continue
         if long is None or "choices" not in kw:
             continue
         try:
@@ -167,7 +187,6 @@ def launch_flags(script: Path) -> list[LaunchFlag]:
             default = ast.literal_eval(kw["default"]) if "default" in kw else None
         except (ValueError, SyntaxError, TypeError):
             continue  # choices computed at run time: not read statically
-        help_text = kw["help"].value if isinstance(kw.get("help"), ast.Constant) else ""
         flags.append(LaunchFlag(name=long, choices=choices, default=default, help=str(help_text)))
     return flags
 
@@ -201,6 +220,18 @@ def _flag_candidates(run: RunSpec, words: set[str]) -> list[Candidate]:
         now = _passed(argv, f.name)
         now = now if now is not None else f.default
         about = f"{f.name} {f.help}".strip()
+        for form in f.bare:
+            if any(form in a for a in run.launch):
+                continue
+            out.append(
+                Candidate(
+                    intervention=f"config {form}",
+                    source="launch-flag",
+                    governs=f"launch flag {about} (boolean, B does not pass {form})",
+                    why=f"argparse boolean action of {f.name} in {script.name}",
+                    relevant=bool(_words(about) & words),
+                )
+            )
         for value in f.choices:
             if str(value) == str(now):
                 continue
