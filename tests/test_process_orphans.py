@@ -51,17 +51,26 @@ JOB = textwrap.dedent(
 # The runner, as `triage run` uses it: the command is launched from a worker thread.
 RUNNER = textwrap.dedent(
     """
-    import sys
+    import os, sys, time
     from concurrent.futures import ThreadPoolExecutor
     from triage_agent.process import run_process
 
-    job, pids, d = sys.argv[1:4]
+    job, pids, d, fork = sys.argv[1:5]
     def launch():
         return run_process([sys.executable, "-c", job, pids], cwd=d, env={"PATH": "/usr/bin:/bin"},
                            timeout_s=300, stdout_path=d + "/out", stderr_path=d + "/err",
                            housekeeping=False)
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(launch).result()
+        done = pool.submit(launch)
+        if fork == "fork":
+            # a forked child (a worker pool's, say) outlives the runner, holding its fds
+            while not os.path.exists(pids):
+                time.sleep(0.02)
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            open(d + "/forked", "w").close()
+        done.result()
     """
 )
 
@@ -74,16 +83,18 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_jobs_end_when_their_runner_is_killed_with_sigkill(tmp_path):
+@pytest.mark.parametrize("fork", ["", "fork"])
+def test_jobs_end_when_their_runner_is_killed_with_sigkill(tmp_path, fork):
     pidfile = tmp_path / "pids"
     runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, JOB, str(pidfile), str(tmp_path)],
+        [sys.executable, "-c", RUNNER, JOB, str(pidfile), str(tmp_path), fork],
+        start_new_session=True,  # its forked child is ended with its group below
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     launched: list[int] = []
     try:
         deadline = time.monotonic() + 60
-        while not pidfile.exists():
+        while not pidfile.exists() or (fork and not (tmp_path / "forked").exists()):
             assert runner.poll() is None, "the runner exited before its command started"
             assert time.monotonic() < deadline, "the command never started"
             time.sleep(0.05)
@@ -98,5 +109,9 @@ def test_jobs_end_when_their_runner_is_killed_with_sigkill(tmp_path):
         assert left == [], f"processes of the killed runner's command still running: {left}"
     finally:
         runner.kill()
+        try:
+            os.killpg(runner.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         for pid in filter(_alive, launched):
             os.kill(pid, signal.SIGKILL)

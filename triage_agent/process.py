@@ -172,6 +172,18 @@ class _Guard:
                 os.close(r)
             return self._w
 
+    def forget(self) -> None:
+        """In a child forked from this process (a worker pool, say): the pipe's write end
+        was copied into it, and held there it would keep the guard from ever seeing our
+        death. The child starts a guard of its own if it launches anything."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        if self._w is not None:
+            try:
+                os.close(self._w)
+            except OSError:
+                pass
+        self._pid, self._w, self._proc = None, None, None
+
     @contextmanager
     def watching(self, token: str) -> Iterator[Callable[[int], None]]:
         """While the command ``token`` may have processes running: the guard ends them if
@@ -194,6 +206,7 @@ class _Guard:
 
 
 _GUARD = _Guard()
+os.register_at_fork(after_in_child=_GUARD.forget)
 
 
 def run_process(

@@ -18,7 +18,9 @@ after it the group and its leader's start time, and once everything of the comma
 ended, that it has. The kernel closes the pipe however the runner dies; at end of file the
 guard kills (SIGKILL at once: nobody is left to read the outputs, and a grace period would
 overlap a resumed run) every process of each command still open, then exits. When the
-runner exits normally nothing is open, and the guard just exits.
+runner exits normally nothing is open, and the guard just exits. A child the runner forks
+closes its copy of the write end at once (``os.register_at_fork``): a worker that outlived
+the runner would otherwise hold the pipe open and the guard would wait for it.
 
 This module uses the standard library only: the guard starts beside every run, and what it
 imports is time the runner's first launch shares the CPU with.
