@@ -115,3 +115,66 @@ def test_jobs_end_when_their_runner_is_killed_with_sigkill(tmp_path, fork):
             pass
         for pid in filter(_alive, launched):
             os.kill(pid, signal.SIGKILL)
+
+
+CASE = """
+[case]
+name = "orphans"
+
+[runs.a]
+metrics = "{out}/metrics"
+launch = [["PYTHON", "-c", "import sys, time; time.sleep(120)", "MARK-a", "{out}"]]
+
+[runs.b]
+metrics = "{out}/metrics"
+launch = [["PYTHON", "-c", "import sys, time; time.sleep(120)", "MARK-b", "{out}"]]
+"""
+
+
+def _running(mark: str) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if (
+                d.name.isdigit()
+                and mark.encode() in (d / "cmdline").read_bytes()
+                and _alive(int(d.name))
+            ):
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_killed_triage_run_leaves_no_baseline_running(tmp_path):
+    """The real CLI: `triage run` launches both baselines side by side, and is killed with
+    SIGKILL while they run."""
+    mark = f"orphan-{tmp_path.name}"
+    (tmp_path / "triage.toml").write_text(
+        CASE.replace("PYTHON", sys.executable).replace("MARK", mark)
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "triage_agent.cli.app", "run"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    left: list[int] = []
+    try:
+        deadline = time.monotonic() + 90
+        while len(_running(mark)) < 2:
+            assert run.poll() is None, "triage run ended before both baselines started"
+            assert time.monotonic() < deadline, "the baselines never started"
+            time.sleep(0.1)
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        deadline = time.monotonic() + 10
+        while _running(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = _running(mark)
+        assert left == [], f"baselines of the killed run still running: {left}"
+    finally:
+        run.kill()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
