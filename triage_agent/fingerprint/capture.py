@@ -171,6 +171,15 @@ class _OpMode(TorchDispatchMode):
         return tr._on_op(func, args, kwargs)
 
 
+def _storage_id(t: torch.Tensor) -> tuple | None:
+    """Which storage ``t`` reads: its object, base address and size (a resize moves them)."""
+    try:
+        st = t.untyped_storage()
+        return (st._cdata, st.data_ptr(), st.nbytes())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 class Tracer:
     """Per-rank tracer. See the module docstring; settings come only from ``config``."""
 
@@ -200,8 +209,9 @@ class Tracer:
         self._calls: dict[tuple[str, str], int] = {}
         self._events: list[PendingEvent] = []
         self._opt_inputs: dict[int, dict] = {}
-        # (address, version) of an empty* output -> (the tensor, the digest of its bytes then)
-        self._uninit: dict[tuple, tuple[weakref.ref, Staged]] = {}
+        # (address, version) of an empty* output -> (the tensor, the storage it was given,
+        # the digest of its bytes then)
+        self._uninit: dict[tuple, tuple[weakref.ref, tuple, Staged]] = {}
         # open module calls: (scope, input digests, input copies for a dump or None)
         self._stack: list[tuple[str, list[Staged | None], tuple | None]] = []
         self._bwd_scope = ""
@@ -601,15 +611,22 @@ class Tracer:
         again and compared with the one taken at allocation when the step is read back, so
         a write nobody saw (an alias of another address, a kernel outside the dispatcher)
         makes it an ordinary digest.
+
+        The entry is trusted only while the tensor it remembers still holds the storage it
+        was allocated with and ``t`` reads that same storage: a tensor whose storage was
+        swapped (``.data =``, ``set_``, ``resize_``) leaves its old address free for another
+        tensor, at version 0 too, whose bytes the old digest says nothing about. Whether
+        that other tensor lands there is the allocator's choice, so trusting the entry would
+        make the record differ between launches.
         """
         if self._uninit:
             key = self._uninit_key(t)
             entry = self._uninit.get(key) if key is not None else None
             if entry is not None:
                 alloc = entry[0]()
-                if alloc is None:  # freed: this memory is someone else's now
-                    del self._uninit[key]
-                else:
+                if alloc is None or _storage_id(alloc) != entry[1]:
+                    del self._uninit[key]  # this memory is someone else's now
+                elif _storage_id(t) == entry[1]:
                     s = stage(t, mode)
                     same = (
                         alloc is t
@@ -620,21 +637,28 @@ class Tracer:
                     now = s if same else stage(alloc, mode)
                     self.digests_staged += 1 if same else 2
                     if s is not None and now is not None:
-                        s.pristine = (entry[1], now)
+                        s.pristine = (entry[2], now)
                     return s
         s = stage(t, mode)
         self.digests_staged += 1
         return s
 
     def _allocated(self, t: torch.Tensor, mode: DigestMode) -> Staged | None:
-        """The output of an ``empty*`` op: recorded as uninitialised, its bytes remembered."""
+        """The output of an ``empty*`` op: recorded as uninitialised, its bytes remembered.
+
+        The digest of the bytes stays in the record beside the sentinel: whether memory
+        counts as unwritten depends on what the allocator left there, and a comparison that
+        finds the sentinel on one side only compares the bytes instead.
+        """
         key = self._uninit_key(t)
         s = stage(t, mode)
         self.digests_staged += 1
-        if key is None or s is None or s.numel == 0:
+        owner = _storage_id(t) if key is not None else None
+        if owner is None or s is None or s.numel == 0:
             return s
-        self._uninit[key] = (weakref.ref(t), s)
-        return Staged(t.shape, s.dtype, s.numel, None, None, uninitialized=True)
+        s.uninitialized = True
+        self._uninit[key] = (weakref.ref(t), owner, s)
+        return s
 
     @staticmethod
     def _uninit_key(t: torch.Tensor) -> tuple | None:
@@ -852,7 +876,9 @@ class Tracer:
 
     # modules
     def _on_module_pre(self, module, args):
-        if not self._gate():
+        # Inside a frame torch.compile traces, the hook would be traced too (and Dynamo
+        # fails on the tracer's own state): the compiled region's modules are not seen.
+        if torch.compiler.is_compiling() or not self._gate():
             return None
         parent = self._stack[-1][0] if self._stack else None
         scope = self.scopes.name_of(module, parent)
@@ -872,7 +898,7 @@ class Tracer:
         return None
 
     def _on_module_post(self, module, args, output):
-        if not self._active or not self._stack:
+        if torch.compiler.is_compiling() or not self._active or not self._stack:
             return None
         scope, staged_in, dumped = self._stack.pop()
         if self._suspended or not self._in_scope(scope):
