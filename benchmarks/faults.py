@@ -770,7 +770,10 @@ def _verdict_key(ws: Path) -> tuple:
     # follows the location proper ("; first divergence: ...") comes from the op trace, which
     # can differ between two uninterrupted runs (a digest the tracer reads as uninitialized
     # in one launch and not in the other): it is not part of the verdict compared here
-    return (v.classification.value, v.location.replace(str(ws.parent), "<case>").split("; ")[0])
+    return (
+        v.classification.value,
+        (v.location or "").replace(str(ws.parent), "<case>").split("; ")[0],
+    )
 
 
 def workflow_reference(case_src: Path, workdir: Path, timeout: float = 1800) -> Reference:
