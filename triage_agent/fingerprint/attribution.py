@@ -50,5 +50,11 @@ class ScopeIndex:
             inner = inner.module
         for name, mod in inner.named_modules(remove_duplicate=False):
             self._names.setdefault(mod, name)
+        # a compiled model's parameters as the eager model names them (its module scopes
+        # keep the wrapper's `_orig_mod.`: inside the compiled frame no module is seen)
+        if type(inner).__name__ == "OptimizedModule" and isinstance(
+            getattr(inner, "_orig_mod", None), torch.nn.Module
+        ):
+            inner = inner._orig_mod
         for name, p in inner.named_parameters(remove_duplicate=False):
             self.param_names.setdefault(id(p), name)
