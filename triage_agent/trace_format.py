@@ -42,6 +42,10 @@ class TensorDigest(_Rec):
     numel: int
     digest: str = Field(description="hex; the fast bit-pattern digest; 'empty' for numel == 0")
     order: str | None = Field(default=None, description="hex; order-sensitive digest")
+    value: str | None = Field(
+        default=None, description="where digest is 'uninitialized': the bytes' digest all the same"
+    )
+    value_order: str | None = Field(default=None, description="likewise for the order digest")
 
 
 class TraceHeader(_Rec):

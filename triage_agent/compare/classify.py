@@ -11,6 +11,8 @@ Labels that change how a mismatch must be read:
 - ``probe-artifact``: ``empty*`` outputs, ``meta.uninitialized``, or an async destination
   hashed before completion (``meta.async`` true and ``meta.waited`` false). Set aside; the
   walk continues.
+  A tensor marked uninitialised in one run only is compared by the bytes it held (the
+  record's ``value``): equal bytes are equal tensors (:func:`settle_uninitialized`).
 - ``possible-race``: inputs equal before the op in both runs but different after it
   (``meta.inputs_after``, digests taken after the op): something wrote them concurrently.
 - ``collective``: equal local inputs, different outputs of a collective; a peer's
@@ -153,10 +155,41 @@ def demote_to_receiver(d: Divergence) -> Divergence:
     return d.model_copy(update={"role": "receiver", "labels": [*d.labels, label]})
 
 
+def settle_uninitialized(ea: Ev, eb: Ev) -> tuple[Ev, Ev]:
+    """The pair with each tensor one run marks uninitialised and the other does not read by
+    the bytes it held, where the tracer kept their digest.
+
+    The mark says the bytes are what the allocator left there; a write of those very bytes
+    (zeros, or last step's identical result in a reused block) looks the same, and which
+    one a launch sees is the allocator's choice. Where the bytes are equal the tensors are;
+    where they differ the mark stands, as does the mismatch."""
+
+    def settle(sa: tuple, sb: tuple, va: tuple | None, vb: tuple | None) -> tuple[tuple, tuple]:
+        a, b = list(sa), list(sb)
+        for k in range(min(len(a), len(b))):
+            if a[k] == b[k]:
+                continue
+            if va is not None and k < len(va) and va[k] is not None and va[k] == b[k]:
+                a[k] = b[k]
+            elif vb is not None and k < len(vb) and vb[k] is not None and vb[k] == a[k]:
+                b[k] = a[k]
+        return tuple(a), tuple(b)
+
+    va, vb = ea.values or (None, None), eb.values or (None, None)
+    ins = settle(ea.inputs, eb.inputs, va[0], vb[0])
+    outs = settle(ea.outputs, eb.outputs, va[1], vb[1])
+    return (
+        ea._replace(inputs=ins[0], outputs=outs[0]),
+        eb._replace(inputs=ins[1], outputs=outs[1]),
+    )
+
+
 def judge_pair(
     ea: Ev, eb: Ev, rank: int, src_a: Path, src_b: Path, records_inputs: bool
 ) -> Divergence | None:
     """None when the pair agrees; otherwise its role and labels."""
+    if ea.values is not None or eb.values is not None:
+        ea, eb = settle_uninitialized(ea, eb)
     if ea.inputs == eb.inputs and ea.outputs == eb.outputs:
         if (
             ea.inputs_after is not None

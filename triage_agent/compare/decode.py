@@ -14,11 +14,11 @@ from pydantic import ValidationError
 
 from ..trace_format import TraceEvent
 from .errors import MalformedTraceError
-from .model import Ev, digest_sig, ev_from_model, parse_json_line, validation_message
+from .model import Ev, digest_sig, ev_from_model, parse_json_line, validation_message, value_sigs
 
 EVENT_PREFIXES = (b'{"type": "event", ', b'{"type":"event",')
 _EVENT_KEYS = frozenset(TraceEvent.model_fields)
-_DIGEST_KEYS = frozenset({"shape", "dtype", "numel", "digest", "order"})
+_DIGEST_KEYS = frozenset({"shape", "dtype", "numel", "digest", "order", "value", "value_order"})
 # tuples, not sets: a garbled line may hold a list or an object here, which cannot be hashed
 _KINDS = ("op", "module", "collective", "optimizer", "metric")
 _PHASES = ("forward", "backward", "optimizer", "other")
@@ -38,6 +38,8 @@ def fast_digest(d: Any) -> bool:
         and type(d.get("numel")) is int
         and type(d.get("digest")) is str
         and (order is None or type(order) is str)
+        and type(d.get("value", "")) is str
+        and type(d.get("value_order", "")) is str
     )
 
 
@@ -86,6 +88,7 @@ def decode_event_obj(o: Any, index: int, line: int, source: Path) -> Ev:
             meta=meta,
             line=line,
             inputs_after=tuple(digest_sig(d) for d in after) if isinstance(after, list) else None,
+            values=value_sigs(o.get("inputs", []), o.get("outputs", [])),
         )
     try:
         model = TraceEvent.model_validate(o)

@@ -43,6 +43,8 @@ class Ev(NamedTuple):
     meta: dict[str, Any]
     line: int
     inputs_after: tuple[str | None, ...] | None = None
+    # (inputs, outputs): the bytes' signature where a record is marked uninitialised
+    values: tuple[tuple[str | None, ...], tuple[str | None, ...]] | None = None
 
 
 def digest_sig(d: dict[str, Any] | None) -> str | None:
@@ -56,6 +58,20 @@ def digest_sig(d: dict[str, Any] | None) -> str | None:
     shape = "x".join(str(s) for s in d.get("shape", ()))
     base = f"{d.get('dtype', '?')}[{shape}]:{d.get('digest')}"
     return f"{base}/{order}" if order else base
+
+
+def value_sigs(ins: list, outs: list) -> tuple | None:
+    """What ``Ev.values`` holds: for each record marked uninitialised that kept the digest of
+    its bytes, the signature those bytes have (None elsewhere); None when there is none."""
+    vi = tuple(_value_sig(d) for d in ins)
+    vo = tuple(_value_sig(d) for d in outs)
+    return (vi, vo) if any(vi) or any(vo) else None
+
+
+def _value_sig(d: dict[str, Any] | None) -> str | None:
+    if not d or d.get("digest") != "uninitialized" or not d.get("value"):
+        return None
+    return digest_sig({**d, "digest": d["value"], "order": d.get("value_order")})
 
 
 def ev_from_model(ev: TraceEvent, index: int, line: int) -> Ev:
@@ -76,6 +92,10 @@ def ev_from_model(ev: TraceEvent, index: int, line: int) -> Ev:
         meta=ev.meta,
         line=line,
         inputs_after=tuple(digest_sig(d) for d in after) if isinstance(after, list) else None,
+        values=value_sigs(
+            [d.model_dump() if d else None for d in ev.inputs],
+            [d.model_dump() if d else None for d in ev.outputs],
+        ),
     )
 
 

@@ -35,7 +35,8 @@ DigestMode = Literal["xor", "order", "both"]
 
 EMPTY = "empty"
 # Memory no op has written yet (the output of empty*, or its alias before the first write):
-# its bytes are noise, so both runs record the same sentinel instead of a digest.
+# its bytes are noise, so both runs record the same sentinel as the digest (the bytes' own
+# digest beside it, as 'value' and 'value_order').
 UNINITIALIZED = "uninitialized"
 M32 = 0xFFFFFFFF
 # multipliers < 2**31, so a 32-bit x 31-bit product stays inside int64 without overflow;
@@ -172,17 +173,22 @@ class Staged:
         shape = list(self.shape)
         if self.numel == 0:
             return {"shape": shape, "dtype": self.dtype, "numel": 0, "digest": EMPTY}
-        if self.uninitialized or self.pristine is not None and _unwritten(*self.pristine):
-            return {
-                "shape": shape,
-                "dtype": self.dtype,
-                "numel": self.numel,
-                "digest": UNINITIALIZED,
-            }
         rec: dict[str, object] = {"shape": shape, "dtype": self.dtype, "numel": self.numel}
-        rec["digest"] = _hex(self.xor_value) if self.xor_value is not None else "none"
-        if self.order_value is not None:
-            rec["order"] = _hex(self.order_value)
+        digest = _hex(self.xor_value) if self.xor_value is not None else "none"
+        order = _hex(self.order_value) if self.order_value is not None else None
+        if self.uninitialized or self.pristine is not None and _unwritten(*self.pristine):
+            rec["digest"] = UNINITIALIZED
+            # "Unwritten" is read from bytes the allocator left behind, which differ between
+            # launches; the bytes themselves are kept so that a comparison can fall back on
+            # them where only one run calls the memory unwritten.
+            if self.xor_value is not None:
+                rec["value"] = digest
+                if order is not None:
+                    rec["value_order"] = order
+            return rec
+        rec["digest"] = digest
+        if order is not None:
+            rec["order"] = order
         return rec
 
 
