@@ -16,8 +16,10 @@ proves the setting carries the crash; a crash is never a valid policy, so the di
 a defect reached through that setting. Its place is named only where the traceback itself
 shows where the failing value was made: the failing line is an operation (not a ``raise``
 or ``assert`` that checks state made elsewhere) whose every input is a value its own
-function built. Otherwise the frame is a detector and the verdict stays ``unknown``: it
-names the proven setting and the frame where the failure was noticed.
+function built. Otherwise the frame is a detector: the state it read is followed to the
+write that made it (:mod:`.writer_watch`), named only when a rerun proves that write; else
+the verdict stays ``unknown``, naming the proven setting and the frame where the failure
+was noticed.
 """
 
 from __future__ import annotations
