@@ -47,6 +47,8 @@ from . import loader
 
 _FLAGS: dict[str, int] = {"xor": 1, "order": 2, "both": 3}
 _NO_DIGEST, _UNINITIALIZED, _EMPTY = -1, -2, -3
+# uninitialised memory whose bytes were digested all the same: _UNINIT_BASE - digest index
+_UNINIT_BASE = -16
 _OBSERVE_OFF, _OBSERVE_WRITES, _OBSERVE_OPS = 0, 1, 2
 
 
@@ -230,7 +232,8 @@ class NativeTracer(Tracer):
     ) -> list[Staged | None]:
         # ``allocated`` (outputs of an ``empty*`` op) is not used here: the native path keeps
         # the (address, version) rule for uninitialised memory, not the Python path's
-        # unchanged-bytes check (see docs/tracer_speed.md).
+        # unchanged-bytes check (see docs/tracer_speed.md); like it, it trusts an address only
+        # while the empty* output still holds that storage, and keeps the bytes' digest.
         if not ts:
             return []
         codes = self._native.stage(ts, _FLAGS[mode], False)
@@ -245,6 +248,9 @@ class NativeTracer(Tracer):
                 s = Staged(t.shape, name, 0, None, None)
             elif code == _UNINITIALIZED:
                 s = Staged(t.shape, name, t.numel(), None, None, uninitialized=True)
+            elif code <= _UNINIT_BASE:
+                s = Staged(t.shape, name, t.numel(), None, None, uninitialized=True)
+                pending.append((s, _UNINIT_BASE - code))
             else:
                 s = Staged(t.shape, name, t.numel(), None, None)
                 pending.append((s, code))

@@ -393,18 +393,40 @@ const OpInfo* State::op_info(const at::RecordFunction& fn) {
   return raw;
 }
 
+bool State::unwritten(const at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->is_inference()) return false;
+  const uint64_t ptr = reinterpret_cast<uint64_t>(t.const_data_ptr());
+  const auto it = uninit_.find({ptr, impl->version_counter().current_version()});
+  if (it == uninit_.end()) return false;
+  const UninitEntry& e = it->second;
+  const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner = e.owner.lock();
+  if (!owner || !owner->has_storage() || owner->storage().unsafeGetStorageImpl() != e.storage ||
+      owner->storage().data() != e.base || owner->storage().nbytes() != e.nbytes) {
+    uninit_.erase(it);  // this memory is someone else's now
+    return false;
+  }
+  return t.storage().unsafeGetStorageImpl() == e.storage;
+}
+
 int32_t State::stage_one(const at::Tensor& t, uint8_t flags, bool fresh, std::vector<DeviceJob>& jobs,
                          std::vector<at::Tensor>& temps) {
   if (!t.defined() || t.layout() != c10::kStrided || t.is_quantized() || t.is_nested() || t.is_meta()) {
     return kNoDigest;
   }
+  if (!t.has_storage()) return t.numel() == 0 ? kEmptyTensor : kNoDigest;
+  const bool marked = !uninit_.empty() && t.const_data_ptr() && t.numel() && unwritten(t);
+  const int32_t r = stage_bytes(t, flags, fresh, jobs, temps);
+  return marked && r >= 0 ? kUninitBase - r : r;
+}
+
+int32_t State::stage_bytes(const at::Tensor& t, uint8_t flags, bool fresh, std::vector<DeviceJob>& jobs,
+                           std::vector<at::Tensor>& temps) {
   const int64_t numel = t.numel();
-  if (!t.has_storage()) return numel == 0 ? kEmptyTensor : kNoDigest;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   const bool versioned = !impl->is_inference();
   const uint64_t version = versioned ? impl->version_counter().current_version() : 0;
   const uint64_t ptr = reinterpret_cast<uint64_t>(t.const_data_ptr());
-  if (versioned && ptr && !uninit_.empty() && uninit_.count({ptr, version})) return kUninitialized;
   if (numel == 0) return kEmptyTensor;
   if (!ptr) return kNoDigest;
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
@@ -642,8 +664,11 @@ void State::on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (p.op->allocates) {
     for (const at::Tensor& t : outs) {
       if (t.has_storage() && !t.unsafeGetTensorImpl()->is_inference()) {
-        s->uninit_.insert({reinterpret_cast<uint64_t>(t.const_data_ptr()),
-                           t.unsafeGetTensorImpl()->version_counter().current_version()});
+        s->uninit_.insert_or_assign(
+            {reinterpret_cast<uint64_t>(t.const_data_ptr()),
+             t.unsafeGetTensorImpl()->version_counter().current_version()},
+            UninitEntry{decltype(UninitEntry::owner)(t.getIntrusivePtr()), t.storage().unsafeGetStorageImpl(),
+                        t.storage().data(), t.storage().nbytes()});
       }
     }
   }
@@ -728,12 +753,14 @@ std::string render_record(const State& s, const OpRecord& r, int64_t step, const
         out += "\"uninitialized\"}";
         continue;
       }
-      const Result& res = results[o.result];
+      const bool marked = o.result <= kUninitBase;
+      if (marked) out += "\"uninitialized\",\"value\":";
+      const Result& res = results[marked ? kUninitBase - o.result : o.result];
       const uint64_t xv = sign_extend(fold_xor(res.x, res.itemsize), res.itemsize);
       const uint64_t ov = combine(res.a, res.b, res.nbytes);
       append_hex(out, (res.flags & kXor) ? xv : ov);
       if (res.flags & kOrder) {
-        out += ",\"order\":";
+        out += marked ? ",\"value_order\":" : ",\"order\":";
         append_hex(out, ov);
       }
       out.push_back('}');

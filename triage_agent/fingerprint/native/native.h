@@ -27,6 +27,9 @@ namespace triage {
 constexpr int32_t kNoDigest = -1;  // the record holds null (sparse, quantized, meta, ...)
 constexpr int32_t kUninitialized = -2;
 constexpr int32_t kEmptyTensor = -3;
+// Memory an empty* op returned and nothing has written: kUninitBase - r, where r is the
+// digest of the bytes it holds all the same (kept beside the sentinel in the record).
+constexpr int32_t kUninitBase = -16;
 
 enum Phase : uint8_t { kForward = 0, kBackward = 1, kOptimizer = 2, kOther = 3 };
 
@@ -121,6 +124,15 @@ struct VecHash {
   }
 };
 
+// An empty* op's output: trusted only while that tensor still holds the storage it was
+// given (a swapped one leaves its old address to another tensor) and at the same bytes.
+struct UninitEntry {
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner;
+  const c10::StorageImpl* storage;
+  const void* base;
+  size_t nbytes;
+};
+
 struct PairHash {
   size_t operator()(const std::pair<uint64_t, uint64_t>& p) const noexcept {
     return static_cast<size_t>(p.first * 0x9E3779B97F4A7C15ull ^ p.second);
@@ -174,6 +186,9 @@ class State {
   const OpInfo* op_info(const at::RecordFunction& fn);
   int32_t stage_one(const at::Tensor& t, uint8_t flags, bool fresh, std::vector<DeviceJob>& jobs,
                     std::vector<at::Tensor>& temps);
+  int32_t stage_bytes(const at::Tensor& t, uint8_t flags, bool fresh, std::vector<DeviceJob>& jobs,
+                      std::vector<at::Tensor>& temps);
+  bool unwritten(const at::Tensor& t);
   std::vector<Obs> stage_obs(const std::vector<at::Tensor>& ts, uint8_t flags, bool fresh);
   void launch(std::vector<DeviceJob>& jobs);
   void note_writes(const at::RecordFunction& fn, const OpInfo& op);
@@ -204,7 +219,7 @@ class State {
   std::unordered_map<std::vector<uint64_t>, CacheEntry, VecHash> cache_;
   std::unordered_map<const void*, uint64_t> storage_gen_;
   uint64_t all_gen_ = 0;
-  std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> uninit_;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, UninitEntry, PairHash> uninit_;
   std::unordered_map<const char*, const OpInfo*> op_by_name_;
   std::vector<std::unique_ptr<OpInfo>> ops_;
   int64_t digests_staged_ = 0;
