@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -47,7 +47,7 @@ from ..ledger import Ledger
 from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
 from ..process import end_side_by_side
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
-from ..runs import LaunchChanges, RunOutcome, materialize
+from ..runs import LaunchChanges, RunOutcome, launches_started, materialize
 from .arms import Arm
 from .characterize import MismatchReport
 from .classify import CLASSIFICATION
@@ -144,6 +144,16 @@ def _rerun_early(case: Case, ws: Path, run: str, text: str, timeout_s: float) ->
 Meanwhile = Callable[[], list[Hypothesis]]
 
 
+def _until_started(count: int, futures: list[Future], limit_s: float = 60.0) -> None:
+    """Until ``count`` run commands have started in this process, or a future ended (its
+    run failed before launching), or ``limit_s`` passed."""
+    end = time.monotonic() + limit_s
+    while launches_started() < count and not any(f.done() for f in futures):
+        if time.monotonic() >= end:
+            return
+        time.sleep(0.05)
+
+
 def _capture(
     case: Case,
     ledger: Ledger,
@@ -178,10 +188,14 @@ def _capture(
         )
         return out, _records(rec)
 
+    launched = launches_started()
     with ThreadPoolExecutor(4) as pool:
         fa, fb = pool.submit(one, case.run_a), pool.submit(one, case.run_b)
         try:
             if meanwhile is not None:
+                # the stage clock gives a launch to the stage current when it starts: both
+                # relaunches' first commands are the state's, so they start before stage 1
+                _until_started(launched + 2, [fa, fb])
                 quiet.set()
                 try:
                     supported = meanwhile()
@@ -189,7 +203,8 @@ def _capture(
                     quiet.clear()
             beside = likely_reruns(case, supported) if k is not None else []
             if beside:
-                on_status("".join(f"{text} on {run.upper()} beside them; " for run, text in beside))
+                said = ", ".join(f"{text} on {run.upper()}" for run, text in beside)
+                on_status(f"{said}, uninstrumented, beside the state relaunches")
             early = [
                 pool.submit(_rerun_early, case, ws, run, text, timeout_s) for run, text in beside
             ]
