@@ -109,11 +109,13 @@ def test_another_tensor_at_a_swapped_buffers_old_address_is_not_uninitialized(tm
     with _tracer(tmp_path, backend) as tr:
         tr.step(0)
         buf = torch.empty(64)
-        old = buf.numpy()  # keeps the allocation's memory alive at its address
+        kept = buf.untyped_storage()  # the allocation's memory stays at its address
+        old = buf.numpy()
         # the buffer moves to a storage holding the bytes it was allocated with
         buf.data = buf.clone()
-        # another tensor, version 0, on the old address; written outside the dispatcher
+        # another tensor, version 0, at the old address; written outside the dispatcher
         other = torch.from_numpy(old).view(8, 8)
+        assert kept.data_ptr() == other.data_ptr()
         assert other.data_ptr() != buf.data_ptr() and other._version == 0
         old[:] = src.numpy()
         torch.neg(other)
@@ -133,3 +135,18 @@ def test_an_empty_output_keeps_the_digest_of_its_bytes(tmp_path, backend):
     want = digest_now(held, "both")
     assert out.digest == "uninitialized"
     assert (out.value, out.value_order) == (want["digest"], want["order"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_that_outlives_its_empty_tensor_is_uninitialized_until_written(tmp_path, backend):
+    # nn.Parameter(torch.empty(...)) then an init: the empty tensor dies, its storage lives on
+    # in the parameter; the init's input is the allocator's leftover, noise in every launch
+    with _tracer(tmp_path, backend) as tr:
+        tr.step(0)
+        p = torch.nn.Parameter(torch.empty(8, 8))
+        with torch.no_grad():
+            p.uniform_()
+        tr.end_step()
+    init = next(e for e in _events(tmp_path) if e.name.startswith("aten::uniform_"))
+    assert init.inputs[0].digest == "uninitialized"
+    assert init.outputs[0].digest not in ("uninitialized", "none")

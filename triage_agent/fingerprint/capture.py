@@ -171,11 +171,10 @@ class _OpMode(TorchDispatchMode):
         return tr._on_op(func, args, kwargs)
 
 
-def _storage_id(t: torch.Tensor) -> tuple | None:
-    """Which storage ``t`` reads: its object, base address and size (a resize moves them)."""
+def _storage(t: torch.Tensor) -> torch.UntypedStorage | None:
+    """``t``'s storage object: torch keeps one per storage while that storage lives."""
     try:
-        st = t.untyped_storage()
-        return (st._cdata, st.data_ptr(), st.nbytes())
+        return t.untyped_storage()
     except (RuntimeError, NotImplementedError):
         return None
 
@@ -209,9 +208,9 @@ class Tracer:
         self._calls: dict[tuple[str, str], int] = {}
         self._events: list[PendingEvent] = []
         self._opt_inputs: dict[int, dict] = {}
-        # (address, version) of an empty* output -> (the tensor, the storage it was given,
-        # the digest of its bytes then)
-        self._uninit: dict[tuple, tuple[weakref.ref, tuple, Staged]] = {}
+        # (address, version) of an empty* output -> (its storage, that storage's address and
+        # size, the output's dtype, shape, stride and offset, the digest of its bytes then)
+        self._uninit: dict[tuple, tuple[weakref.ref, tuple, tuple, Staged]] = {}
         # open module calls: (scope, input digests, input copies for a dump or None)
         self._stack: list[tuple[str, list[Staged | None], tuple | None]] = []
         self._bwd_scope = ""
@@ -612,32 +611,32 @@ class Tracer:
         a write nobody saw (an alias of another address, a kernel outside the dispatcher)
         makes it an ordinary digest.
 
-        The entry is trusted only while the tensor it remembers still holds the storage it
-        was allocated with and ``t`` reads that same storage: a tensor whose storage was
-        swapped (``.data =``, ``set_``, ``resize_``) leaves its old address free for another
-        tensor, at version 0 too, whose bytes the old digest says nothing about. Whether
-        that other tensor lands there is the allocator's choice, so trusting the entry would
+        The entry is trusted only while the storage the op returned lives at the same
+        address and size and ``t`` reads that very storage: once freed (the tensor died, or
+        had its storage swapped by ``.data =`` or ``set_``) or resized, its old address goes
+        to another tensor, at version 0 too, whose bytes the old digest says nothing about.
+        Whether one lands there is the allocator's choice, so trusting the entry then would
         make the record differ between launches.
         """
         if self._uninit:
             key = self._uninit_key(t)
             entry = self._uninit.get(key) if key is not None else None
             if entry is not None:
-                alloc = entry[0]()
-                if alloc is None or _storage_id(alloc) != entry[1]:
+                st = entry[0]()
+                if st is None or (st.data_ptr(), st.nbytes()) != entry[1]:
                     del self._uninit[key]  # this memory is someone else's now
-                elif _storage_id(t) == entry[1]:
+                elif _storage(t) is st:
                     s = stage(t, mode)
-                    same = (
-                        alloc is t
-                        or alloc.dtype == t.dtype
-                        and alloc.shape == t.shape
-                        and alloc.stride() == t.stride()
-                    )
-                    now = s if same else stage(alloc, mode)
+                    dtype, shape, stride, offset = entry[2]
+                    same = t.dtype == dtype and t.shape == shape and t.stride() == stride
+                    if same:
+                        now = s
+                    else:  # the whole allocation, as the op returned it
+                        whole = torch.empty(0, dtype=dtype, device=st.device)
+                        now = stage(whole.set_(st, offset, shape, stride), mode)
                     self.digests_staged += 1 if same else 2
                     if s is not None and now is not None:
-                        s.pristine = (entry[2], now)
+                        s.pristine = (entry[3], now)
                     return s
         s = stage(t, mode)
         self.digests_staged += 1
@@ -653,11 +652,12 @@ class Tracer:
         key = self._uninit_key(t)
         s = stage(t, mode)
         self.digests_staged += 1
-        owner = _storage_id(t) if key is not None else None
-        if owner is None or s is None or s.numel == 0:
+        st = _storage(t) if key is not None else None
+        if st is None or s is None or s.numel == 0:
             return s
         s.uninitialized = True
-        self._uninit[key] = (weakref.ref(t), owner, s)
+        layout = (t.dtype, t.shape, t.stride(), t.storage_offset())
+        self._uninit[key] = (weakref.ref(st), (st.data_ptr(), st.nbytes()), layout, s)
         return s
 
     @staticmethod

@@ -233,7 +233,7 @@ class NativeTracer(Tracer):
         # ``allocated`` (outputs of an ``empty*`` op) is not used here: the native path keeps
         # the (address, version) rule for uninitialised memory, not the Python path's
         # unchanged-bytes check (see docs/tracer_speed.md); like it, it trusts an address only
-        # while the empty* output still holds that storage, and keeps the bytes' digest.
+        # while the storage empty* returned lives there, and keeps the bytes' digest.
         if not ts:
             return []
         codes = self._native.stage(ts, _FLAGS[mode], False)

@@ -400,13 +400,12 @@ bool State::unwritten(const at::Tensor& t) {
   const auto it = uninit_.find({ptr, impl->version_counter().current_version()});
   if (it == uninit_.end()) return false;
   const UninitEntry& e = it->second;
-  const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner = e.owner.lock();
-  if (!owner || !owner->has_storage() || owner->storage().unsafeGetStorageImpl() != e.storage ||
-      owner->storage().data() != e.base || owner->storage().nbytes() != e.nbytes) {
+  const c10::intrusive_ptr<c10::StorageImpl> st = e.storage.lock();
+  if (!st || st->data() != e.base || st->nbytes() != e.nbytes) {
     uninit_.erase(it);  // this memory is someone else's now
     return false;
   }
-  return t.storage().unsafeGetStorageImpl() == e.storage;
+  return t.storage().unsafeGetStorageImpl() == st.get();
 }
 
 int32_t State::stage_one(const at::Tensor& t, uint8_t flags, bool fresh, std::vector<DeviceJob>& jobs,
@@ -667,8 +666,7 @@ void State::on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
         s->uninit_.insert_or_assign(
             {reinterpret_cast<uint64_t>(t.const_data_ptr()),
              t.unsafeGetTensorImpl()->version_counter().current_version()},
-            UninitEntry{decltype(UninitEntry::owner)(t.getIntrusivePtr()), t.storage().unsafeGetStorageImpl(),
-                        t.storage().data(), t.storage().nbytes()});
+            UninitEntry{t.storage().getWeakStorageImpl(), t.storage().data(), t.storage().nbytes()});
       }
     }
   }

@@ -124,11 +124,10 @@ struct VecHash {
   }
 };
 
-// An empty* op's output: trusted only while that tensor still holds the storage it was
-// given (a swapped one leaves its old address to another tensor) and at the same bytes.
+// The storage an empty* op returned: trusted only while it lives at the same bytes (freed or
+// resized, its old address goes to another tensor, at version 0 too) and for tensors on it.
 struct UninitEntry {
-  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner;
-  const c10::StorageImpl* storage;
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
   const void* base;
   size_t nbytes;
 };
