@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import git
-from test_bisect_support import ONE_BAD, launched, make_case, write_case_toml
+from test_bisect_support import ONE_BAD, extension_dirs, launched, make_case, write_case_toml
 
 from triage_agent.bisect import bisect_case
 from triage_agent.ledger import Ledger
@@ -59,6 +59,11 @@ def test_a_named_package_comes_from_a_throwaway_checkout_of_each_revision(tmp_pa
     a_sha = git.Repo(repo_dir).commit("v-a").hexsha[:12]
     assert f"/pkg-{a_sha}-" in paths[0]  # run A's baseline, from a checkout of v-a
     assert all("/pkg-" not in p for p in paths[1:])  # the probes, each in its worktree
+    # a checkout's JIT-built ops go inside that checkout, never into the user's cache
+    exts = extension_dirs(tmp_path)
+    assert len(exts) == len(paths)
+    for lib, ext in zip(paths, exts, strict=True):
+        assert ext != "-" and lib.startswith(str(Path(ext).parent) + "/"), (lib, ext)
     # nothing of it is left, and the user's files and environment are as they were
     assert git.Repo(repo_dir).git.worktree("list", "--porcelain").count("worktree ") == 1
     assert _snapshot(repo_dir) == before

@@ -54,6 +54,8 @@ a = p.parse_args()
 # said before the library is imported, so a library that fails to import is counted too
 with open(os.environ["BISECT_LAUNCHES"], "a") as f:
     f.write(os.path.realpath(importlib.util.find_spec("lib").origin) + "\\n")
+with open(os.environ["BISECT_LAUNCHES"] + ".ext", "a") as f:
+    f.write(os.environ.get("TORCH_EXTENSIONS_DIR", "-") + "\\n")
 # a test that interrupts a probe holds it here, launched and not yet finished
 time.sleep(float(os.environ.get("BISECT_PAUSE", "0")))
 from lib import ops  # noqa: E402
@@ -163,6 +165,12 @@ def make_case(
 def launched(tmp: Path) -> list[str]:
     """The library path of every process launched so far, in order."""
     log = tmp / "launches.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def extension_dirs(tmp: Path) -> list[str]:
+    """The TORCH_EXTENSIONS_DIR of every process launched so far, in order ("-": unset)."""
+    log = tmp / "launches.log.ext"
     return log.read_text().splitlines() if log.exists() else []
 
 

@@ -68,4 +68,19 @@ def package_on_path(run: RunSpec, env: dict[str, str]) -> Path:
         )
     old = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(path) + (os.pathsep + old if old else "")
+    env[EXTENSIONS_VAR] = extensions_dir(path)
     return path
+
+
+EXTENSIONS_VAR = "TORCH_EXTENSIONS_DIR"
+
+
+def extensions_dir(checkout_path: Path) -> str:
+    """Where a run importing the package from ``checkout_path`` JIT-builds its ops.
+
+    torch keeps one build per op name in its extensions directory, so a checkout's build of
+    an op (another revision's sources) would replace the user's own and break every later
+    launch of the installed package. The checkout's builds live inside the checkout and go
+    with it.
+    """
+    return str(checkout_path / ".torch_extensions")

@@ -33,6 +33,7 @@ from ..metrics import diff_metrics, load_metrics
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult
 from ..runs import RunOutcome, materialize, rerun_record
 from .model import BisectProgress, CommitInfo, Mode, Outcome, Phase, ProbeResult, TreeSpec
+from .package import EXTENSIONS_VAR, extensions_dir
 from .worktree import Patches, TreeNotBuilt, built
 
 
@@ -241,8 +242,11 @@ class Prober:
                 self.case, "b", [], workspace=self.ws, timeout_s=self.timeout_s, source_dir=path
             )
         old = self.case.run_b.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-        iv = EnvIntervention(key="PYTHONPATH", value=str(path) + (os.pathsep + old if old else ""))
-        return rerun(self.case, "b", [iv], workspace=self.ws, timeout_s=self.timeout_s)
+        ivs = [
+            EnvIntervention(key="PYTHONPATH", value=str(path) + (os.pathsep + old if old else "")),
+            EnvIntervention(key=EXTENSIONS_VAR, value=extensions_dir(path)),
+        ]
+        return rerun(self.case, "b", ivs, workspace=self.ws, timeout_s=self.timeout_s)
 
     def _bisect_data(self, key: str, probe: ProbeResult) -> BisectData:
         return BisectData(
