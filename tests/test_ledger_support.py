@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from triage_agent.ledger import Ledger
-from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
+from triage_agent.records import (
+    Evidence,
+    EvidenceKind,
+    EvidenceResult,
+    Hypothesis,
+    HypothesisStatus,
+)
 
 
 def add_evidence(
@@ -27,3 +33,18 @@ def add_evidence(
             **fields,
         )
     )
+
+
+def supported_hypothesis(
+    ledger: Ledger,
+    statement: str,
+    category: str,
+    kind: EvidenceKind = EvidenceKind.reproducer,
+    summary: str | None = None,
+) -> Hypothesis:
+    """Put a hypothesis and mark it supported by one piece of ``kind`` evidence; returns the
+    hypothesis as put (before the status change), as a caller holding it would."""
+    hyp = ledger.put_hypothesis(Hypothesis(statement=statement, category=category))
+    ev = add_evidence(ledger, hyp.id, EvidenceResult.supported, kind, summary)
+    ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported, evidence=[ev.id])
+    return hyp

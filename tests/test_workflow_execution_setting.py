@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from test_ledger_support import add_evidence, supported_hypothesis
+
 from triage_agent.compare.result import EventRef
 from triage_agent.evidence_data import RerunData
 from triage_agent.ledger import Ledger
 from triage_agent.records import (
     Case,
     Classification,
-    Evidence,
     EvidenceKind,
     EvidenceResult,
     Hypothesis,
@@ -183,21 +184,13 @@ def test_a_hypothesis_supported_in_isolation_that_the_trace_does_not_bear_out_is
     tmp_path,
 ):
     ledger = Ledger(tmp_path / "ws")
-    hyp = ledger.put_hypothesis(
-        Hypothesis(statement="an atomic scatter elsewhere", category="nondeterminism")
+    hyp = supported_hypothesis(
+        ledger,
+        "an atomic scatter elsewhere",
+        "nondeterminism",
+        summary="the op alone varies run to run",
     )
-    ev = ledger.add_evidence(
-        Evidence(
-            hypotheses=[hyp.id],
-            kind=EvidenceKind.reproducer,
-            result=EvidenceResult.supported,
-            summary="the op alone varies run to run",
-        )
-    )
-    ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported, evidence=[ev.id])
-    trace_ev = ledger.add_evidence(
-        Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.observed, summary="t")
-    )
+    trace_ev = add_evidence(ledger, None, EvidenceResult.observed, EvidenceKind.trace_compare, "t")
     trace = Stage2Result(
         step=2,
         window=(1, 2),

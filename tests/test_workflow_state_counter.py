@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_ledger_support import add_evidence, supported_hypothesis
+
 from triage_agent.evidence_data import ManifestData, TraceCompareData
 from triage_agent.ledger import Ledger
 from triage_agent.records import (
@@ -13,8 +15,6 @@ from triage_agent.records import (
     EvidenceKind,
     EvidenceResult,
     Finding,
-    Hypothesis,
-    HypothesisStatus,
 )
 from triage_agent.workflow.setting_effect import read_proven_setting
 from triage_agent.workflow.state_counter import counter_writer
@@ -107,25 +107,20 @@ def test_without_one_flagged_write_of_that_optimizer_the_counter_is_not_located(
 
 def test_a_proven_setting_without_an_op_trace_is_read_from_the_counters(tmp_path):
     ledger = _ledger(tmp_path, [WRITE], MOVED)
-    hyp = ledger.put_hypothesis(
-        Hypothesis(statement="the runs differ in launch flag --shard-groups", category="config")
+    hyp = supported_hypothesis(
+        ledger,
+        "the runs differ in launch flag --shard-groups",
+        "config",
+        EvidenceKind.rerun,
+        "all steps match",
     )
-    proof = ledger.add_evidence(
-        Evidence(
-            hypotheses=[hyp.id],
-            kind=EvidenceKind.rerun,
-            result=EvidenceResult.supported,
-            summary="all steps match",
-        )
-    )
-    ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported, evidence=[proof.id])
-    trace_ev = ledger.add_evidence(
-        Evidence(
-            kind=EvidenceKind.trace_compare,
-            result=EvidenceResult.observed,
-            summary="module trace",
-            data=_trace(),
-        )
+    trace_ev = add_evidence(
+        ledger,
+        None,
+        EvidenceResult.observed,
+        EvidenceKind.trace_compare,
+        "module trace",
+        data=_trace(),
     )
     read = read_proven_setting(
         None,  # the case and the report are read only on the op-trace path
