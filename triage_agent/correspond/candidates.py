@@ -220,30 +220,27 @@ def _flag_candidates(run: RunSpec, words: set[str]) -> list[Candidate]:
         now = _passed(argv, f.name)
         now = now if now is not None else f.default
         about = f"{f.name} {f.help}".strip()
-        for form in f.bare:
-            if any(form in a for a in run.launch):
-                continue
-            out.append(
-                Candidate(
-                    intervention=f"config {form}",
-                    source="launch-flag",
-                    governs=f"launch flag {about} (boolean, B does not pass {form})",
-                    why=f"argparse boolean action of {f.name} in {script.name}",
-                    relevant=bool(_words(about) & words),
-                )
+        # (setting, how B stands on it now, the argparse form offering it) per value B could take
+        offers = [
+            (form, f"boolean, B does not pass {form}", "boolean action")
+            for form in f.bare
+            if not any(form in a for a in run.launch)
+        ]
+        offers += [
+            (f"{f.name}={value}", f"choices {f.choices}, B passes {now}", "choices")
+            for value in f.choices
+            if str(value) != str(now)
+        ]
+        out += [
+            Candidate(
+                intervention=f"config {setting}",
+                source="launch-flag",
+                governs=f"launch flag {about} ({how})",
+                why=f"argparse {action} of {f.name} in {script.name}",
+                relevant=bool(_words(about) & words),
             )
-        for value in f.choices:
-            if str(value) == str(now):
-                continue
-            out.append(
-                Candidate(
-                    intervention=f"config {f.name}={value}",
-                    source="launch-flag",
-                    governs=f"launch flag {about} (choices {f.choices}, B passes {now})",
-                    why=f"argparse choices of {f.name} in {script.name}",
-                    relevant=bool(_words(about) & words),
-                )
-            )
+            for setting, how, action in offers
+        ]
     return out
 
 
