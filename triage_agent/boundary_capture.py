@@ -34,12 +34,13 @@ import os
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 STATE_ENV = "TRIAGE_STATE_CAPTURE"
 _PLAIN = (str, int, float, bool, type(None))
+_C = TypeVar("_C", bound=BaseModel)
 
 
 class BoundaryConfig(BaseModel):
@@ -49,6 +50,35 @@ class BoundaryConfig(BaseModel):
     )
     init: bool = Field(default=True, description="capture at the first step's first forward")
     stop: bool = Field(default=True, description="exit once step K+1's record is written")
+
+
+def process_rank() -> int:
+    """This process's rank as the launcher set it (0 for a single process)."""
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0)
+
+
+def write_report(out_dir: str, name: str, rec: BaseModel) -> None:
+    """Write ``rec`` as ``out_dir/name`` whole or not at all: a reader never sees half a
+    report of a process killed mid-write."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(rec.model_dump_json())
+    os.replace(tmp, path)
+
+
+def startup_config(env: str, model: type[_C], what: str) -> _C | None:
+    """The config the file named by ``env`` holds, None when ``env`` is unset. An unreadable
+    one ends the process with one line: the job must not run unobserved."""
+    path = os.environ.get(env)
+    if not path:
+        return None
+    try:
+        return model.model_validate_json(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"triage {what}: cannot read {path}: {str(exc).splitlines()[0]}\n")
+        os._exit(2)
 
 
 def _plain(v: Any, depth: int = 0) -> bool:
@@ -337,7 +367,7 @@ class _Capture:
     def _write(self, point: str, batch: tuple | None, writes: list | None) -> None:
         from .manifest import BoundaryRecord
 
-        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0)
+        rank = process_rank()
         rec = BoundaryRecord(
             point=point,
             rank=rank,
@@ -345,12 +375,7 @@ class _Capture:
             manifest=state_now(batch, label=point, rng_start=self.rng_start),
             writes=writes or [],
         )
-        out = Path(self.cfg.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"state-{point}-rank{rank}-pid{os.getpid()}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(rec.model_dump_json())
-        os.replace(tmp, path)
+        write_report(self.cfg.out_dir, f"state-{point}-rank{rank}-pid{os.getpid()}.json", rec)
 
     def reached_after(self) -> None:
         if self.done or self.after:
@@ -437,15 +462,9 @@ def launch_env(cfg_path: Path, pythonpath: str | None) -> dict[str, str]:
 
 def install() -> None:
     """Called at start-up in every process when ``TRIAGE_STATE_CAPTURE`` is set."""
-    path = os.environ.get(STATE_ENV)
-    if not path:
-        return
-    try:
-        cfg = BoundaryConfig.model_validate_json(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"triage state capture: cannot read {path}: {str(exc).splitlines()[0]}\n")
-        os._exit(2)
-    _Capture(cfg).install()
+    cfg = startup_config(STATE_ENV, BoundaryConfig, "state capture")
+    if cfg is not None:
+        _Capture(cfg).install()
 
 
 def chain_next() -> None:

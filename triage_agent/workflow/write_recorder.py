@@ -18,10 +18,11 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from ..boundary_capture import process_rank, startup_config, write_report
 
 WATCH_ENV = "TRIAGE_WRITE_WATCH"
 MAX_FRAMES = 16
@@ -177,30 +178,20 @@ class _Recorder:
             return
 
     def report(self) -> None:
-        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0)
+        rank = process_rank()
         rep = WatchReport(
             pid=os.getpid(), rank=rank, writes=list(self.distinct.values()), crash=self.crash
         )
-        out = Path(self.cfg.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"writes-rank{rank}-pid{os.getpid()}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(rep.model_dump_json())
-        os.replace(tmp, path)
+        write_report(self.cfg.out_dir, f"writes-rank{rank}-pid{os.getpid()}.json", rep)
 
 
 def install() -> None:
     """Called at start-up in every process when ``TRIAGE_WRITE_WATCH`` is set."""
-    path = os.environ.get(WATCH_ENV)
-    if not path:
+    cfg = startup_config(WATCH_ENV, WatchConfig, "write watch")
+    if cfg is None:
         return
     from ..policies import on_import
 
-    try:
-        cfg = WatchConfig.model_validate_json(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"triage write watch: cannot read {path}: {str(exc).splitlines()[0]}\n")
-        os._exit(2)
     rec = _Recorder(cfg)
     pending: dict[str, list[Any]] = {}
     for t in cfg.targets:
