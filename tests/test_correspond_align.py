@@ -8,12 +8,11 @@ draws its candidates from; nothing here tells it which one aligns.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from test_cli_support import run_cli
 
 from triage_agent.config import load_case
 from triage_agent.correspond.align import Budget, capture_dir
@@ -318,24 +317,9 @@ def test_a_policy_no_candidate_aligns_stays_unproven(src, shared, tmp_path):
 def test_cli_align_writes_the_table_and_exits_by_proof(src, shared, tmp_path):
     case_file = _case(src, tmp_path, "1d-and-bias")
     out = tmp_path / "t"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "triage_agent.cli.app",
-            "correspond",
-            "case",
-            "--case",
-            str(case_file),
-            "--workspace",
-            str(shared),
-            "--format",
-            "md",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    done = run_cli(
+        *("correspond", "case", "--case", str(case_file), "--workspace", str(shared)),
+        *("--format", "md", "--out", str(out)),
         timeout=600,
     )
     assert done.returncode == 1, done.stderr  # differs as launched, every difference proven
