@@ -7,9 +7,9 @@ the corpus cases in names and code."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from test_ledger_support import add_evidence, supported_hypothesis
+from test_workflow_support import flags_case
 
 from triage_agent.compare.result import EventRef
 from triage_agent.evidence_data import RerunData
@@ -21,7 +21,6 @@ from triage_agent.records import (
     EvidenceResult,
     Hypothesis,
     HypothesisStatus,
-    RunSpec,
 )
 from triage_agent.workflow.characterize import characterize
 from triage_agent.workflow.engine import RunOptions, _candidates, baselines, decide
@@ -70,30 +69,6 @@ with MetricLog(a.out, rank=0) as log:
 """
 
 
-def _case(tmp_path: Path, a: list[str], b: list[str]) -> Case:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(POOL)
-
-    def run(name: str, flags: list[str]) -> RunSpec:
-        return RunSpec(
-            name=name,
-            metrics="{out}",
-            cwd=str(src),
-            env={"OMP_NUM_THREADS": "1"},
-            launch=[["{python}", "train.py", "--out", "{out}", *flags]],
-        )
-
-    return Case(
-        name="pool-order",
-        workspace=str(tmp_path / "ws"),
-        source_roots=[str(src)],
-        run_a=run("a", a),
-        run_b=run("b", b),
-        timeout_s=120,
-    )
-
-
 def _decide_on_policy(case: Case) -> tuple[Ledger, Hypothesis, str]:
     """Baselines, a kernel-order hypothesis proven by the deterministic policy's fix check,
     then the verdict; the ledger, the hypothesis as it ends, and which runs the proof changed."""
@@ -129,7 +104,7 @@ def _decide_on_policy(case: Case) -> tuple[Ledger, Hypothesis, str]:
 
 
 def test_a_policy_that_gives_b_the_setting_a_runs_with_is_an_environment_difference(tmp_path):
-    case = _case(tmp_path, ["--strict"], [])
+    case = flags_case(tmp_path, "pool-order", {"train.py": POOL}, ["--strict"], [])
     ledger, hyp, applied = _decide_on_policy(case)
     assert applied == "B only"
     v = ledger.state().verdict
@@ -151,7 +126,13 @@ def test_a_policy_that_gives_b_the_setting_a_runs_with_is_an_environment_differe
 
 def test_a_policy_that_moves_a_too_keeps_the_class_of_the_cause(tmp_path):
     # neither run asks for deterministic kernels: under the policy both change
-    case = _case(tmp_path, ["--fast-order", "roll"], ["--fast-order", "reverse"])
+    case = flags_case(
+        tmp_path,
+        "pool-order",
+        {"train.py": POOL},
+        ["--fast-order", "roll"],
+        ["--fast-order", "reverse"],
+    )
     ledger, hyp, applied = _decide_on_policy(case)
     assert applied == "A and B"
     assert ledger.state().verdict.classification == Classification.bug

@@ -55,6 +55,36 @@ def script_case(tmp_path: Path, name: str, b_flag: str, files: dict[str, str]) -
     )
 
 
+def flags_case(
+    tmp_path: Path, name: str, files: dict[str, str], a: list[str], b: list[str]
+) -> Case:
+    """Runs A and B of ``train.py`` (with its helper ``files``) in ``tmp_path/src`` on one
+    thread, A with the arguments ``a`` and B with ``b``; each writes its metrics to the
+    directory given as ``--out``."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for file, text in files.items():
+        (src / file).write_text(text)
+
+    def run(run_name: str, flags: list[str]) -> RunSpec:
+        return RunSpec(
+            name=run_name,
+            metrics="{out}",
+            cwd=str(src),
+            env={"OMP_NUM_THREADS": "1"},
+            launch=[["{python}", "train.py", "--out", "{out}", *flags]],
+        )
+
+    return Case(
+        name=name,
+        workspace=str(tmp_path / "ws"),
+        source_roots=[str(src)],
+        run_a=run("a", a),
+        run_b=run("b", b),
+        timeout_s=120,
+    )
+
+
 def triage(case: Case) -> tuple[WorkflowResult, LedgerState]:
     """The whole workflow on ``case`` (ten minutes at most, two per launch); its result and
     the ledger it left."""
