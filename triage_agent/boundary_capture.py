@@ -68,6 +68,18 @@ def write_report(out_dir: str, name: str, rec: BaseModel) -> None:
     os.replace(tmp, path)
 
 
+def read_reports(d: Path, pattern: str, model: type[_C]) -> list[_C]:
+    """The reports :func:`write_report` left in ``d`` under names matching ``pattern``, in
+    name order; one that does not parse (a process killed while writing) is not evidence."""
+    out = []
+    for p in sorted(d.glob(pattern)):
+        try:
+            out.append(model.model_validate_json(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def startup_config(env: str, model: type[_C], what: str) -> _C | None:
     """The config the file named by ``env`` holds, None when ``env`` is unset. An unreadable
     one ends the process with one line: the job must not run unobserved."""

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..boundary_capture import read_reports
 from ..evidence_data import ManifestData
 from ..interventions import compare_runs, parse_intervention, prepare
 from ..ledger import Ledger
@@ -201,16 +202,6 @@ def origin_frame(write: WriteRecord, target: WatchTarget) -> Frame | None:
     return None
 
 
-def _reports(d: Path) -> list[WatchReport]:
-    out = []
-    for p in sorted(d.glob("writes-*.json")):
-        try:
-            out.append(WatchReport.model_validate_json(p.read_text()))
-        except (OSError, ValueError):
-            continue  # a process killed while writing: its report is not evidence
-    return out
-
-
 def watched(
     case: Case,
     ledger: Ledger,
@@ -252,7 +243,7 @@ def watched(
         progress=on_status,
         changes=changes,
     )
-    return out, _reports(d)
+    return out, read_reports(d, "writes-*.json", WatchReport)
 
 
 def _at(f: Frame, cwd: str | None) -> str:
