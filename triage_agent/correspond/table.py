@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .model import Alignment, AlignRow, CompatTable
+from .model import Alignment, AlignRow, CompatTable, TableRow
 
 
 def verdict_line(t: CompatTable, boundary: str) -> str:
@@ -33,18 +33,27 @@ def rich_table(t: CompatTable) -> Table:
     return out
 
 
-def markdown(t: CompatTable) -> str:
-    lines = [
-        f"A: {t.a}  ",
-        f"B: {t.b}" + (f", with `{t.intervention}`" if t.intervention else "") + "  ",
-        f"{t.steps} steps compared, {t.pairs} parameter pairs, {t.unmapped} unmapped",
+def _md_head(a: str, b: str, t: CompatTable | Alignment, extra: str, cols: list[str]) -> list[str]:
+    """The sides, the counts (then ``extra``) and the head of a table of boundaries."""
+    return [
+        f"A: {a}  ",
+        f"B: {b}  ",
+        f"{t.steps} steps compared, {t.pairs} parameter pairs, {t.unmapped} unmapped{extra}",
         "",
-        "| boundary | verdict | from step | policy | detail |",
-        "|---|---|---|---|---|",
+        "| " + " | ".join(["boundary", *cols]) + " |",
+        "|" + "---|" * (len(cols) + 1),
     ]
+
+
+def _step(r: TableRow | AlignRow) -> str:
+    return "" if r.first_step is None else str(r.first_step)
+
+
+def markdown(t: CompatTable) -> str:
+    with_ = f", with `{t.intervention}`" if t.intervention else ""
+    lines = _md_head(t.a, t.b + with_, t, "", ["verdict", "from step", "policy", "detail"])
     for r in t.rows:
-        step = "" if r.first_step is None else str(r.first_step)
-        lines.append(f"| {r.boundary} | {r.verdict} | {step} | {r.policy or ''} | {r.detail} |")
+        lines.append(f"| {r.boundary} | {r.verdict} | {_step(r)} | {r.policy or ''} | {r.detail} |")
     if t.policy:
         lines += ["", f"First difference: {t.policy.name}: {t.policy.detail}"]
     lines += ["", *(verdict_line(t, r.boundary) for r in t.rows)]
@@ -115,22 +124,16 @@ def align_rich(t: Alignment) -> Table:
 
 
 def align_markdown(t: Alignment) -> str:
-    lines = [
-        f"A: {t.a}  ",
-        f"B: {t.b}" + (f", with `{'; '.join(t.given)}`" if t.given else "") + "  ",
-        f"{t.steps} steps compared, {t.pairs} parameter pairs, {t.unmapped} unmapped, "
-        f"{t.reruns} reruns of B, {t.seconds} s",
-        "",
-        "| boundary | as launched | from step | policy | proven by | aligned |",
-        "|---|---|---|---|---|---|",
-    ]
+    with_ = f", with `{'; '.join(t.given)}`" if t.given else ""
+    extra = f", {t.reruns} reruns of B, {t.seconds} s"
+    cols = ["as launched", "from step", "policy", "proven by", "aligned"]
+    lines = _md_head(t.a, t.b + with_, t, extra, cols)
     for r in t.rows:
-        step = "" if r.first_step is None else str(r.first_step)
         proof = (
             f"`{r.proven_by}`" if r.proven_by and r.proven_by != "unproven" else (r.proven_by or "")
         )
         lines.append(
-            f"| {r.boundary} | {r.launched} | {step} | {r.policy or ''} | {proof} | {r.aligned} |"
+            f"| {r.boundary} | {r.launched} | {_step(r)} | {r.policy or ''} | {proof} | {r.aligned} |"
         )
     lines += ["", "Proven policies: " + ("; ".join(f"`{k}`" for k in t.kept) or "none")]
     lines += ["", *_attempt_lines(t), "", f"Stopped: {t.stopped}", ""]
