@@ -14,22 +14,31 @@ def verdict_line(t: CompatTable, boundary: str) -> str:
     return f"{t.a.split()[0]} vs {t.b.split()[0]} boundary {boundary}: {said}"
 
 
-def rich_table(t: CompatTable) -> Table:
-    title = f"{t.a}  vs  {t.b}: {t.steps} steps, {t.pairs} pairs, {t.unmapped} unmapped"
-    if t.intervention:
-        title += f"\nB with: {t.intervention}"
+def _step(r: TableRow | AlignRow) -> str:
+    return "" if r.first_step is None else str(r.first_step)
+
+
+def _coloured(verdict: str) -> str:
+    colour = {"match": "green", "differs": "red"}.get(verdict, "yellow")
+    return f"[{colour}]{verdict}[/]"
+
+
+def _rich_head(t: CompatTable | Alignment, extra: str, with_: str | None, cols: list[str]) -> Table:
+    """A table of boundaries titled by its sides and counts (then ``extra``), and what B ran
+    with when anything."""
+    title = f"{t.a}  vs  {t.b}: {t.steps} steps, {t.pairs} pairs, {t.unmapped} unmapped{extra}"
+    if with_:
+        title += f"\nB with: {with_}"
     out = Table(title=title)
-    for col in ("boundary", "verdict", "from step", "policy", "detail"):
+    for col in ("boundary", *cols):
         out.add_column(col)
+    return out
+
+
+def rich_table(t: CompatTable) -> Table:
+    out = _rich_head(t, "", t.intervention, ["verdict", "from step", "policy", "detail"])
     for r in t.rows:
-        colour = {"match": "green", "differs": "red"}.get(r.verdict, "yellow")
-        out.add_row(
-            r.boundary,
-            f"[{colour}]{r.verdict}[/]",
-            "" if r.first_step is None else str(r.first_step),
-            r.policy or "",
-            r.detail,
-        )
+        out.add_row(r.boundary, _coloured(r.verdict), _step(r), r.policy or "", r.detail)
     return out
 
 
@@ -43,10 +52,6 @@ def _md_head(a: str, b: str, t: CompatTable | Alignment, extra: str, cols: list[
         "| " + " | ".join(["boundary", *cols]) + " |",
         "|" + "---|" * (len(cols) + 1),
     ]
-
-
-def _step(r: TableRow | AlignRow) -> str:
-    return "" if r.first_step is None else str(r.first_step)
 
 
 def markdown(t: CompatTable) -> str:
@@ -100,25 +105,16 @@ def _attempt_lines(t: Alignment) -> list[str]:
 
 
 def align_rich(t: Alignment) -> Table:
-    title = (
-        f"{t.a}  vs  {t.b}: {t.steps} steps, {t.pairs} pairs, {t.unmapped} unmapped, "
-        f"{t.reruns} reruns of B"
-    )
-    if t.given:
-        title += f"\nB with: {'; '.join(t.given)}"
-    out = Table(title=title)
-    for col in ("boundary", "as launched", "from step", "policy", "proven by", "aligned"):
-        out.add_column(col)
+    cols = ["as launched", "from step", "policy", "proven by", "aligned"]
+    out = _rich_head(t, f", {t.reruns} reruns of B", "; ".join(t.given), cols)
     for r in t.rows:
-        c0 = {"match": "green", "differs": "red"}.get(r.launched, "yellow")
-        c1 = {"match": "green", "differs": "red"}.get(r.aligned, "yellow")
         out.add_row(
             r.boundary,
-            f"[{c0}]{r.launched}[/]",
-            "" if r.first_step is None else str(r.first_step),
+            _coloured(r.launched),
+            _step(r),
             r.policy or "",
             r.proven_by or "",
-            f"[{c1}]{r.aligned}[/]",
+            _coloured(r.aligned),
         )
     return out
 
