@@ -4,10 +4,10 @@ small job, built here, and the rule on small sources."""
 
 from __future__ import annotations
 
-from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, RunSpec
+from test_workflow_support import mode_verdict
+
+from triage_agent.records import EvidenceKind
 from triage_agent.workflow.crash import Failure, made_here
-from triage_agent.workflow.engine import RunOptions, run_workflow
 
 REDUCE = """import torch
 
@@ -81,20 +81,8 @@ def test_the_failing_line_is_named_only_when_it_made_the_failing_value(tmp_path)
 
 
 def test_a_crash_carried_by_a_flag_is_a_defect_at_the_line_that_made_the_value(tmp_path):
-    (tmp_path / "reduce.py").write_text(REDUCE)
-    (tmp_path / "train.py").write_text(TRAIN)
-
-    cmd = ["{python}", "train.py", "{out}", "--norm-mode"]
-    spec = {"metrics": "{out}", "cwd": str(tmp_path)}
-    case = Case(
-        name="crash-by-flag",
-        workspace=str(tmp_path / "ws"),
-        run_a=RunSpec(name="a", launch=[[*cmd, "all"]], **spec),
-        run_b=RunSpec(name="b", launch=[[*cmd, "high-rank"]], **spec),
-        timeout_s=120,
-    )
-    ledger = Ledger(case.workspace)
-    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=5)).verdict
+    files = {"reduce.py": REDUCE, "train.py": TRAIN}
+    v, ledger = mode_verdict(tmp_path, "crash-by-flag", files, "--norm-mode", "all", "high-rank")
     assert v is not None and v.classification.value == "bug", v
     assert f"reduce.py:{_line(REDUCE, 'torch.stack(chosen)')} (grouped_norm)" in (v.location or "")
     assert "--norm-mode" in (v.location or "")

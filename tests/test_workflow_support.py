@@ -7,7 +7,7 @@ from pathlib import Path
 
 from triage_agent.compare.result import Candidate, EventRef
 from triage_agent.ledger import Ledger, LedgerState
-from triage_agent.records import Case, RunSpec
+from triage_agent.records import Case, RunSpec, Verdict
 from triage_agent.workflow.engine import RunOptions, WorkflowResult, run_workflow
 
 
@@ -83,6 +83,26 @@ def flags_case(
         run_b=run("b", b),
         timeout_s=120,
     )
+
+
+def mode_verdict(
+    tmp_path: Path, name: str, files: dict[str, str], flag: str, a: str, b: str
+) -> tuple[Verdict | None, Ledger]:
+    """The workflow's verdict on ``train.py`` (with its helper ``files``, in ``tmp_path``) run
+    with ``flag a`` as A and ``flag b`` as B, five minutes at most, and the ledger it left."""
+    for file, text in files.items():
+        (tmp_path / file).write_text(text)
+    cmd = ["{python}", "train.py", "{out}", flag]
+    spec = {"metrics": "{out}", "cwd": str(tmp_path)}
+    case = Case(
+        name=name,
+        workspace=str(tmp_path / "ws"),
+        run_a=RunSpec(name="a", launch=[[*cmd, a]], **spec),
+        run_b=RunSpec(name="b", launch=[[*cmd, b]], **spec),
+        timeout_s=120,
+    )
+    ledger = Ledger(case.workspace)
+    return run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=5)).verdict, ledger
 
 
 def triage(case: Case) -> tuple[WorkflowResult, LedgerState]:

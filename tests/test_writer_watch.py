@@ -5,10 +5,10 @@ after the first optimizer's step, while the later groups' optimizers have no sta
 
 from __future__ import annotations
 
-from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, RunSpec
+from test_workflow_support import mode_verdict
+
+from triage_agent.records import EvidenceKind
 from triage_agent.workflow.crash import Failure
-from triage_agent.workflow.engine import RunOptions, run_workflow
 from triage_agent.workflow.write_recorder import Frame, WatchTarget, WriteRecord
 from triage_agent.workflow.writer_watch import implicated, module_of, origin_frame
 
@@ -141,19 +141,8 @@ def test_the_write_is_followed_past_setters_and_pass_throughs(tmp_path):
 
 
 def test_a_crash_noticed_downstream_is_named_at_the_write_the_failure_read(tmp_path):
-    (tmp_path / "stepper.py").write_text(STEPPER)
-    (tmp_path / "train.py").write_text(TRAIN)
-    cmd = ["{python}", "train.py", "{out}", "--step-mode"]
-    spec = {"metrics": "{out}", "cwd": str(tmp_path)}
-    case = Case(
-        name="linked-early",
-        workspace=str(tmp_path / "ws"),
-        run_a=RunSpec(name="a", launch=[[*cmd, "joint"]], **spec),
-        run_b=RunSpec(name="b", launch=[[*cmd, "per-group"]], **spec),
-        timeout_s=120,
-    )
-    ledger = Ledger(case.workspace)
-    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=5)).verdict
+    files = {"stepper.py": STEPPER, "train.py": TRAIN}
+    v, ledger = mode_verdict(tmp_path, "linked-early", files, "--step-mode", "joint", "per-group")
     assert v is not None and v.classification.value == "bug", v
     link = _line(STEPPER, "relink(view, self.state_of")
     assert (v.location or "").startswith(f"stepper.py:{link} (Stepper.link_views)"), v.location
