@@ -9,11 +9,11 @@ global torch generator, seeded once at start-up.
 
 import argparse
 
+import ckptdir
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import ckptdir
 from triage_agent.metrics import MetricLog
 
 
