@@ -6,6 +6,7 @@ command line refused in one line with the ledger as it was. Real git repositorie
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from test_bisect_support import ONE_BAD, extension_dirs, launched, make_case, wr
 
 from triage_agent.bisect import bisect_case
 from triage_agent.ledger import Ledger
+from triage_agent.runs import materialize_case
 
 SCRATCH = str(Path(tempfile.gettempdir()) / f"triage-bisect-{os.getuid()}")
 
@@ -57,8 +59,19 @@ def test_a_named_package_comes_from_a_throwaway_checkout_of_each_revision(tmp_pa
     paths = launched(tmp_path)
     assert paths and all(p.startswith(SCRATCH) for p in paths), paths
     a_sha = git.Repo(repo_dir).commit("v-a").hexsha[:12]
+    b_sha = git.Repo(repo_dir).commit("v-b").hexsha[:12]
     assert f"/pkg-{a_sha}-" in paths[0]  # run A's baseline, from a checkout of v-a
-    assert all("/pkg-" not in p for p in paths[1:])  # the probes, each in its worktree
+    # B's own revision is answered by run B's baseline, a checkout of v-b: the same
+    # committed tree, so no probe reruns it; every other probe is in its own worktree
+    assert f"/pkg-{b_sha}-" in paths[1]
+    assert all("/pkg-" not in p for p in paths[2:])
+    assert res["probes"][0]["tree"] == {
+        "base": git.Repo(repo_dir).commit("v-b").hexsha,
+        "merge": None,
+        "revert_commits": [],
+        "revert_hunks": [],
+    }
+    assert len(paths) == 1 + res["reruns"]  # A's baseline, then B's, then the probes
     # a checkout's JIT-built ops go inside that checkout, never into the user's cache
     exts = extension_dirs(tmp_path)
     assert len(exts) == len(paths)
@@ -70,6 +83,23 @@ def test_a_named_package_comes_from_a_throwaway_checkout_of_each_revision(tmp_pa
     assert git.Repo(repo_dir).git.status("--porcelain") == status
     assert os.environ.get("PYTHONPATH") == env_before
     assert Ledger(case.workspace).state().case.run_b.source.package == "lib"
+
+
+def test_with_the_baselines_held_b_endpoint_costs_no_rerun(tmp_path):
+    """Within ``triage run`` the baselines are already there: the bisection's reruns to the
+    first bad commit are then the search's alone, ceil(log2 n) plus skips."""
+    case = make_case(tmp_path, ONE_BAD, package=True)
+    ledger = Ledger(case.workspace)
+    materialize_case(case, Path(case.workspace))
+    before = len(launched(tmp_path))
+    res = bisect_case(case, ledger, hunks=False)
+    assert res.first_bad is not None and res.first_bad.subject == "ops: sigmoid form of tanh"
+    assert res.probes[0].tree.base == res.b and not res.probes[0].launched
+    to_first_bad = res.probes[: res.probes_to_first_bad]
+    reruns = sum(q.launched for q in to_first_bad)
+    skips = sum(q.outcome == "skip" for q in to_first_bad)
+    assert reruns <= math.ceil(math.log2(len(res.commits))) + skips, res.probes
+    assert len(launched(tmp_path)) - before == res.reruns
 
 
 def test_a_dirty_checkout_of_b_is_left_as_it_is_and_said(tmp_path):

@@ -6,8 +6,9 @@ names (or another inside its source roots):
 1. **Bisect** the first-parent chain from A's revision to B's. Each probe reruns B,
    uninstrumented, at one commit in a throwaway worktree and compares it with A over every
    step and rank. B's own revision is probed first (it must differ, or there is nothing
-   to bisect); A's is probed only when the search lands on the first commit. A commit
-   that does not run is skipped. A bad merge is opened: its side branch is bisected by
+   to bisect), by run B's own baseline when that runs the same committed tree (a named
+   package); A's is probed only when the search lands on the first commit. A commit that
+   does not run is skipped. A bad merge is opened: its side branch is bisected by
    merging each side commit into the merge's first parent.
 2. **Revert** the first bad commit alone in B. When that restores A, it is the answer.
 3. Otherwise several commits interact. The search repeats on B's history with the
@@ -125,6 +126,32 @@ def _note_dirty(case: Case, ledger: Ledger, mode: Mode) -> None:
             "throwaway worktree, so those changes are in no probe, and they are left as they are",
             level="warning",
         )
+
+
+def baseline_tree(case: Case, rng: Range, mode: Mode) -> str | None:
+    """B's revision when run B's own baseline runs exactly that committed tree: the package
+    the case names, taken at B's revision from a throwaway checkout of this repository. Its
+    probe is then the baseline the comparison has anyway, so B's endpoint costs no rerun.
+    A baseline run in B's own checkout is not trusted for it: that tree can change under a
+    cached baseline."""
+    import git
+
+    src = case.run_b.source
+    if mode != "pythonpath" or src is None or not src.package or not src.rev:
+        return None
+    try:
+        same = _same_repo(src.repo, rng.repo) and _sha(src.repo, src.rev) == rng.b
+    except (git.GitError, InputError, ValueError):
+        return None  # not provably the same tree: probed in a worktree of its own
+    return rng.b if same else None
+
+
+def _same_repo(a: str, b: str) -> bool:
+    return Path(open_repo(a).common_dir).resolve() == Path(open_repo(b).common_dir).resolve()
+
+
+def _sha(repo: str, rev: str) -> str:
+    return open_repo(repo).commit(rev).hexsha
 
 
 class Bisection:
@@ -414,6 +441,7 @@ def bisect_case(
         deadline=t0 + budget_s if budget_s is not None else None,
         progress=progress,
     )
+    prober.baseline_tree = baseline_tree(case, rng, mode)
     res = BisectResult(
         repo=rng.repo,
         mode=mode,

@@ -97,6 +97,9 @@ class Prober:
         self.commits_left: int | None = None
         self.phase: Phase = "bisect"
         self._base: RunOutcome | None = None
+        # the commit run B's own baseline runs as it is (a clean checkout or a named
+        # package at that revision): its probe is that baseline, not another launch
+        self.baseline_tree: str | None = None
         self._memo = self._recorded()
 
     def _recorded(self) -> dict[str, ProbeResult]:
@@ -180,8 +183,14 @@ class Prober:
         base = self.baseline()
         said_tree = self.said_tree(tree)
         try:
-            with built(self.repo, tree, key, self.patches) as path:
-                out = self._rerun(path)
+            if self.baseline_tree is not None and tree == TreeSpec(base=self.baseline_tree):
+                said_tree += " (run B's own baseline: the same committed tree)"
+                out = materialize(
+                    self.case.run_b, self.ws, "baseline", timeout_s=self.case.timeout_s
+                )
+            else:
+                with built(self.repo, tree, key, self.patches) as path:
+                    out = self._rerun(path)
         except (TreeNotBuilt, InputError) as exc:
             return self._record_unbuilt(tree, key, said_tree, str(exc))
         outcome, said, first = classify(self.case, base, out)
