@@ -39,7 +39,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..boundary_capture import BoundaryConfig, launch_env
+from ..boundary_capture import BoundaryConfig, launch_env, read_reports
 from ..errors import InputError
 from ..evidence_data import ManifestData
 from ..interventions import parse_intervention, rerun
@@ -114,16 +114,6 @@ def _short(v: str | None) -> str:
     return "-" if v is None else (v if len(v) <= 80 else v[:77] + "...")
 
 
-def _records(d: Path) -> list[BoundaryRecord]:
-    out = []
-    for p in sorted(d.glob("state-*.json")):
-        try:
-            out.append(BoundaryRecord.model_validate_json(p.read_text()))
-        except (OSError, ValueError):
-            continue  # a process killed while writing: its record is not evidence
-    return out
-
-
 def likely_reruns(case: Case, supported: list[Hypothesis]) -> list[tuple[str, str]]:
     """(run, intervention) of the arms :func:`rng_arms` would propose, when stage 1 already
     supports an RNG-state cause: restore-rng on each run that resumes (more than one
@@ -186,7 +176,7 @@ def _capture(
         out = materialize(
             run, ws, "state", timeout_s=timeout_s, reuse=False, progress=progress, changes=changes
         )
-        return out, _records(rec)
+        return out, read_reports(rec, "state-*.json", BoundaryRecord)
 
     launched = launches_started()
     with ThreadPoolExecutor(4) as pool:
