@@ -16,6 +16,7 @@ from pathlib import Path
 
 import git
 from test_bisect_support import ONE_BAD, make_case, probe_launches, write_case_toml
+from test_cli_support import ctrl_c_reaches
 
 from triage_agent.ledger import Ledger
 
@@ -45,7 +46,12 @@ def test_ctrl_c_during_a_probe_resumes_without_rerunning_a_finished_one(tmp_path
     case.run_b.env["BISECT_PAUSE"] = "3"
     toml = write_case_toml(case, tmp_path / "triage.toml")
     proc = subprocess.Popen(
-        _argv(toml), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        _argv(toml),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_reaches,
     )
     try:
         deadline = time.monotonic() + 300

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -14,3 +15,10 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
         text=True,
         timeout=timeout,
     )
+
+
+def ctrl_c_reaches() -> None:
+    """``preexec_fn`` of a command a test interrupts with SIGINT. A shell that starts the
+    suite in the background leaves SIGINT ignored, an ignored signal stays ignored across
+    exec, and Python then installs no KeyboardInterrupt handler: the child would run on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.trainlib_case import build_trainlib_case
+from test_cli_support import ctrl_c_reaches
 
 from triage_agent.config import load_case
 from triage_agent.ledger import Ledger
@@ -41,7 +42,12 @@ def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path)
     ws = tmp_path / "ws"
     cmd = [*TRIAGE, "run", "--mismatch-step", "37", "-w", str(ws)]
     proc = subprocess.Popen(
-        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_reaches,
     )
     deadline = time.monotonic() + 900
     while not _stage_done(ws / "ledger.jsonl", "scan"):
