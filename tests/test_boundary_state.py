@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 
+from test_workflow_support import resume_case
+
 from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, RunSpec
+from triage_agent.records import EvidenceKind
 from triage_agent.workflow.engine import RunOptions, run_workflow
 
 SHARDS = """import torch
@@ -77,20 +79,13 @@ def _line(text: str, needle: str) -> int:
 def test_a_cursor_moved_after_resume_is_found_from_the_state_and_proven(tmp_path):
     (tmp_path / "shards.py").write_text(SHARDS)
     (tmp_path / "train.py").write_text(TRAIN)
-    cmd = ["{python}", "train.py", "{out}"]
-    case = Case(
-        name="shard-resume",
-        workspace=str(tmp_path / "ws"),
-        run_a=RunSpec(name="a", metrics="{out}", cwd=str(tmp_path), launch=[[*cmd, "7", "-", "-"]]),
-        run_b=RunSpec(
-            name="b",
-            metrics="{out}",
-            cwd=str(tmp_path),
-            launch=[[*cmd, "3", "{out}/ck.pt", "-"], [*cmd, "7", "-", "{out}/ck.pt"]],
-        ),
+    case = resume_case(
+        tmp_path,
+        "shard-resume",
+        7,
+        3,
         source_roots=[str(tmp_path)],
         scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "shards.py")],
-        timeout_s=120,
     )
     ledger = Ledger(case.workspace)
     v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=6)).verdict

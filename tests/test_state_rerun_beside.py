@@ -10,9 +10,10 @@ launches nothing. Without such support, nothing extra is launched.
 from __future__ import annotations
 
 import pytest
+from test_workflow_support import resume_case
 
 from triage_agent.ledger import Ledger
-from triage_agent.records import Case, EvidenceKind, Hypothesis, RunSpec
+from triage_agent.records import Case, EvidenceKind, Hypothesis
 from triage_agent.runs import launches_started
 from triage_agent.workflow.arms import try_arm
 from triage_agent.workflow.boundary_state import boundary_arms, likely_reruns
@@ -59,19 +60,7 @@ RNG_CAUSE = Hypothesis(
 
 def _case(tmp_path) -> Case:
     (tmp_path / "train.py").write_text(TRAIN)
-    cmd = ["{python}", "train.py", "{out}"]
-    return Case(
-        name="rng-resume",
-        workspace=str(tmp_path / "ws"),
-        run_a=RunSpec(name="a", metrics="{out}", cwd=str(tmp_path), launch=[[*cmd, "5", "-", "-"]]),
-        run_b=RunSpec(
-            name="b",
-            metrics="{out}",
-            cwd=str(tmp_path),
-            launch=[[*cmd, "2", "{out}/ck.pt", "-"], [*cmd, "5", "-", "{out}/ck.pt"]],
-        ),
-        timeout_s=120,
-    )
+    return resume_case(tmp_path, "rng-resume", 5, 2)
 
 
 def test_only_a_supported_rng_cause_and_a_resuming_run_start_a_rerun_early(tmp_path):

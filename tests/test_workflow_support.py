@@ -153,3 +153,27 @@ def event_ref(
             **fields,
         }
     )
+
+
+def resume_case(tmp: Path, name: str, steps: int, save_at: int, **fields) -> Case:
+    """A job (tmp/train.py, argv: out steps save load) run straight through as A, and as B
+    saved at ``save_at`` then resumed from that checkpoint in a new process."""
+    cmd = ["{python}", "train.py", "{out}"]
+    return Case(
+        name=name,
+        workspace=str(tmp / "ws"),
+        run_a=RunSpec(
+            name="a", metrics="{out}", cwd=str(tmp), launch=[[*cmd, str(steps), "-", "-"]]
+        ),
+        run_b=RunSpec(
+            name="b",
+            metrics="{out}",
+            cwd=str(tmp),
+            launch=[
+                [*cmd, str(save_at), "{out}/ck.pt", "-"],
+                [*cmd, str(steps), "-", "{out}/ck.pt"],
+            ],
+        ),
+        timeout_s=120,
+        **fields,
+    )
