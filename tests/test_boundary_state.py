@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from test_workflow_support import resume_case
+from test_workflow_support import resume_case, resume_job
 
 from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind
@@ -37,39 +37,13 @@ class ShardReader:
         self.offset = s["offset"]
 """
 
-TRAIN = """import sys
-
-import torch
-from shards import ShardReader
-
-from triage_agent.metrics import MetricLog
-
-out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-torch.manual_seed(1)
-net = torch.nn.Linear(6, 1)
-opt = torch.optim.SGD(net.parameters(), lr=0.05)
-reader = ShardReader()
-step, resumed = 0, None
-if resume != "-":
-    ck = torch.load(resume)
-    net.load_state_dict(ck["net"])
-    opt.load_state_dict(ck["opt"])
-    reader.load_state_dict(ck["reader"])
-    resumed = ck["step"]
-    step = resumed + 1
-    reader.restart_shard()
-log = MetricLog(out, rank=0, resumed_from=resumed)
-while step <= last:
-    loss = net(reader.take(16)).pow(2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    log.log(step, loss=loss.detach())
-    step += 1
-log.close()
-if save != "-":
-    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "reader": reader.state_dict(), "step": last}, save)
-"""
+TRAIN = resume_job(
+    "reader.take(16)",
+    "reader = ShardReader()",
+    imports="from shards import ShardReader",
+    state="reader",
+    on_resume="reader.restart_shard()",  # moves the restored cursor back: the cause
+)
 
 
 def _line(text: str, needle: str) -> int:

@@ -10,7 +10,7 @@ launches nothing. Without such support, nothing extra is launched.
 from __future__ import annotations
 
 import pytest
-from test_workflow_support import resume_case
+from test_workflow_support import resume_case, resume_job
 
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, EvidenceKind, Hypothesis
@@ -19,36 +19,7 @@ from triage_agent.workflow.arms import try_arm
 from triage_agent.workflow.boundary_state import boundary_arms, likely_reruns
 from triage_agent.workflow.characterize import characterize
 
-TRAIN = """import sys
-
-import torch
-
-from triage_agent.metrics import MetricLog
-
-out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-torch.manual_seed(1)
-net = torch.nn.Linear(6, 1)
-opt = torch.optim.SGD(net.parameters(), lr=0.05)
-x = torch.ones(16, 6)
-step, resumed = 0, None
-if resume != "-":
-    ck = torch.load(resume)
-    net.load_state_dict(ck["net"])
-    opt.load_state_dict(ck["opt"])
-    resumed = ck["step"]
-    step = resumed + 1
-log = MetricLog(out, rank=0, resumed_from=resumed)
-while step <= last:
-    loss = net(x + 0.1 * torch.rand(16, 6)).pow(2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    log.log(step, loss=loss.detach())
-    step += 1
-log.close()
-if save != "-":
-    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": last}, save)
-"""
+TRAIN = resume_job("x + 0.1 * torch.rand(16, 6)", "x = torch.ones(16, 6)")
 
 RNG_CAUSE = Hypothesis(
     id="H-stage1-rng",

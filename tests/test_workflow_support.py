@@ -155,6 +155,49 @@ def event_ref(
     )
 
 
+def resume_job(
+    batch: str, data: str, *, imports: str = "", state: str = "", on_resume: str = ""
+) -> str:
+    """The text of a job for :func:`resume_case`: a linear model under SGD, trained on the
+    expression ``batch`` (``data``, a statement, sets up what it reads), checkpointed with
+    its optimizer and step, and with the object ``state`` names (its state_dict under that
+    name); ``imports`` and ``on_resume`` (run right after a load) are whole lines."""
+    more = f"\n{imports}" if imports else ""
+    load = f'    {state}.load_state_dict(ck["{state}"])\n' if state else ""
+    saved = f'"{state}": {state}.state_dict(), ' if state else ""
+    after = f"    {on_resume}\n" if on_resume else ""
+    return f"""import sys
+
+import torch{more}
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+torch.manual_seed(1)
+net = torch.nn.Linear(6, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.05)
+{data}
+step, resumed = 0, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+{load}    resumed = ck["step"]
+    step = resumed + 1
+{after}log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = net({batch}).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    step += 1
+log.close()
+if save != "-":
+    torch.save({{"net": net.state_dict(), "opt": opt.state_dict(), {saved}"step": last}}, save)
+"""
+
+
 def resume_case(tmp: Path, name: str, steps: int, save_at: int, **fields) -> Case:
     """A job (tmp/train.py, argv: out steps save load) run straight through as A, and as B
     saved at ``save_at`` then resumed from that checkpoint in a new process."""
