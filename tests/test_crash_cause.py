@@ -4,7 +4,7 @@ small job, built here, and the rule on small sources."""
 
 from __future__ import annotations
 
-from test_workflow_support import mode_verdict
+from test_workflow_support import mode_job, mode_verdict
 
 from triage_agent.records import EvidenceKind
 from triage_agent.workflow.crash import Failure, made_here
@@ -35,19 +35,11 @@ def from_object(obj):
     return torch.stack(obj.parts)
 """
 
-TRAIN = """import argparse
-
-import torch
-from reduce import grouped_norm
-
-from triage_agent.metrics import MetricLog
-
-p = argparse.ArgumentParser()
-p.add_argument("out")
-p.add_argument("--norm-mode", default="all")
-args = p.parse_args()
-torch.manual_seed(0)
-model = torch.nn.Linear(4, 1)
+TRAIN = mode_job(
+    "from reduce import grouped_norm",
+    "--norm-mode",
+    "all",
+    """model = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 x = torch.randn(8, 4)
 with MetricLog(args.out, rank=0) as log:
@@ -58,7 +50,8 @@ with MetricLog(args.out, rank=0) as log:
         norm = grouped_norm([p.grad for p in model.parameters()], args.norm_mode)
         opt.step()
         log.log(step, loss=loss.detach(), grad_norm=norm)
-"""
+""",
+)
 
 
 def _line(text: str, needle: str) -> int:

@@ -85,6 +85,25 @@ def flags_case(
     )
 
 
+def mode_job(imports: str, flag: str, default: str, body: str) -> str:
+    """The text of a job for :func:`mode_verdict`: after ``imports`` (whole lines) it parses
+    the argv mode_verdict gives (the output directory, then ``flag`` and a mode, ``default``
+    when absent) into ``args``, seeds torch with 0 and runs ``body``."""
+    return f"""import argparse
+
+import torch
+{imports}
+
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("out")
+p.add_argument("{flag}", default="{default}")
+args = p.parse_args()
+torch.manual_seed(0)
+{body}"""
+
+
 def mode_verdict(
     tmp_path: Path, name: str, files: dict[str, str], flag: str, a: str, b: str
 ) -> tuple[Verdict | None, Ledger]:

@@ -5,7 +5,7 @@ after the first optimizer's step, while the later groups' optimizers have no sta
 
 from __future__ import annotations
 
-from test_workflow_support import mode_verdict
+from test_workflow_support import mode_job, mode_verdict
 
 from triage_agent.records import EvidenceKind
 from triage_agent.workflow.crash import Failure
@@ -68,19 +68,11 @@ class Stepper:
         return max(v.peak() for v in self.views)
 """
 
-TRAIN = """import argparse
-
-import torch
-from stepper import Stepper
-
-from triage_agent.metrics import MetricLog
-
-p = argparse.ArgumentParser()
-p.add_argument("out")
-p.add_argument("--step-mode", default="joint")
-args = p.parse_args()
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+TRAIN = mode_job(
+    "from stepper import Stepper",
+    "--step-mode",
+    "joint",
+    """model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
 groups = [
     {"params": [q for q in model.parameters() if q.dim() > 1], "weight_decay": 0.1},
     {"params": [q for q in model.parameters() if q.dim() <= 1], "weight_decay": 0.0},
@@ -94,7 +86,8 @@ with MetricLog(args.out, rank=0) as log:
         loss.backward()
         stepper.step()
         log.log(step, loss=loss.detach(), v_peak=stepper.peak())
-"""
+""",
+)
 
 
 def _line(text: str, needle: str) -> int:
