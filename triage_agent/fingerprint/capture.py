@@ -51,6 +51,7 @@ from .attribution import ScopeIndex
 from .config import CaptureConfig
 from .digest import DigestMode, Staged, stage
 from .sink import PendingEvent, TraceSink
+from .uncompiled import keep_dynamo_out
 
 _SKIP_CALLER = (
     os.sep + os.path.join("torch", ""),
@@ -272,6 +273,7 @@ class Tracer:
         self._installed = True
         if not self.enabled:
             return self
+        self._watch_import("torch._dynamo", keep_dynamo_out)
         import torch.distributed as dist
 
         for name in coll.SPECS:
@@ -560,6 +562,7 @@ class Tracer:
         self._first_step_hooks.append(unwatch)
 
     def _activate(self) -> None:
+        keep_dynamo_out()  # the tracer's modules loaded since torch._dynamo was
         self._active = True
         self._seq = 0
         level = self.config.level
