@@ -44,8 +44,8 @@ from .evidence_data import RerunData
 from .ledger import Ledger
 from .metrics import diff_metrics, load_metrics
 from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
-from .records import Case, Evidence, EvidenceKind, EvidenceResult, RunSpec
-from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_record
+from .records import Case, EvidenceResult, RunSpec
+from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_evidence
 
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--config")
@@ -655,31 +655,19 @@ def intervene(
             else sorted(Path(out.metrics).glob("metrics_rank*.jsonl"))
         )
         arts = [ledger.artifact(f, role=f"metrics {spec.name} rerun") for f in files]
-    record = rerun_record(out)
+    data = RerunData(
+        interventions=[to_text(iv) for iv in interventions],
+        changed=changed,
+        applied_to=spec.name,
+        compared_with=other.name,
+        source_dir=str(source_dir) if source_dir else None,
+        match=m.model_dump(mode="json"),
+        first_step=m.first_differing_step,
+        common_steps=m.steps,
+        error=out.error or base.error,
+    )
     ev = ledger.add_evidence(
-        Evidence(
-            hypotheses=hyps,
-            kind=EvidenceKind.rerun,
-            result=result,
-            summary=summary,
-            argv=out.argv[0] if len(out.argv) == 1 else None,
-            provenance=out.provenance,
-            data=RerunData(
-                interventions=[to_text(iv) for iv in interventions],
-                changed=changed,
-                applied_to=spec.name,
-                compared_with=other.name,
-                source_dir=str(source_dir) if source_dir else None,
-                match=m.model_dump(mode="json"),
-                first_step=m.first_differing_step,
-                common_steps=m.steps,
-                rerun=record.model_dump(mode="json"),
-                out_dir=out.out_dir,
-                error=out.error or base.error,
-            ),
-            artifacts=arts,
-            duration_s=record.seconds,
-        )
+        rerun_evidence(out, data, hypotheses=hyps, result=result, summary=summary, artifacts=arts)
     )
     return InterventionResult(
         run=spec.name,

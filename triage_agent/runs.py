@@ -44,9 +44,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .errors import InputError
+from .evidence_data import RerunData
 from .policies import PATCHES_ENV, FunctionPatch, PatchFile, patch_events
 from .process import end_side_by_side
-from .records import Case, Provenance, RunSpec
+from .records import Artifact, Case, Evidence, EvidenceKind, EvidenceResult, Provenance, RunSpec
 from .trace_format import TRACE_GLOB
 
 OUT_TOKEN = "{out}"
@@ -163,6 +164,33 @@ def rerun_record(*outcomes: RunOutcome) -> RerunRecord:
         launches=sum(len(o.argv) for o in outcomes),
         cached=bool(outcomes) and all(o.cached for o in outcomes),
         provenance=next((o.provenance for o in outcomes if o.provenance), None),
+    )
+
+
+def rerun_evidence(
+    out: RunOutcome,
+    data: RerunData,
+    *,
+    hypotheses: list[str],
+    result: EvidenceResult,
+    summary: str,
+    artifacts: list[Artifact] | None = None,
+) -> Evidence:
+    """The evidence of one rerun: ``data`` completed with the record of what ran and where
+    its output went, and the command itself when the rerun was a single one."""
+    record = rerun_record(out)
+    return Evidence(
+        hypotheses=hypotheses,
+        kind=EvidenceKind.rerun,
+        result=result,
+        summary=summary,
+        argv=out.argv[0] if len(out.argv) == 1 else None,
+        provenance=out.provenance,
+        data=data.model_copy(
+            update={"rerun": record.model_dump(mode="json"), "out_dir": out.out_dir}
+        ),
+        artifacts=artifacts or [],
+        duration_s=record.seconds,
     )
 
 

@@ -31,7 +31,7 @@ from ..interventions import EnvIntervention, compare_runs, rerun
 from ..ledger import Ledger
 from ..metrics import diff_metrics, load_metrics
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult
-from ..runs import RunOutcome, materialize, rerun_record
+from ..runs import RunOutcome, materialize, rerun_evidence
 from .model import BisectProgress, CommitInfo, Mode, Outcome, Phase, ProbeResult, TreeSpec
 from .package import EXTENSIONS_VAR, extensions_dir
 from .worktree import Patches, TreeNotBuilt, built
@@ -216,32 +216,24 @@ class Prober:
             launched=not out.cached,
             seconds=out.seconds,
         )
-        rec = rerun_record(out)
         m = compare_runs(self.case, base, out) if out.ok else None
+        data = RerunData(
+            applied_to=self.case.run_b.name,
+            compared_with=self.case.run_a.name,
+            changed=said_tree,
+            source_dir=None,  # a throwaway worktree, removed after the rerun
+            match=m.model_dump(mode="json") if m else None,
+            first_step=first,
+            common_steps=m.steps if m else None,
+            error=out.error,
+            bisect=self._bisect_data(key, probe),
+        )
+        summary = (
+            f"bisect {self.phase}: {said_tree}, uninstrumented, against run A's "
+            f"baseline: {said} -> {outcome}"
+        )
         ev = self.ledger.add_evidence(
-            Evidence(
-                hypotheses=hyps,
-                kind=EvidenceKind.rerun,
-                result=result,
-                summary=f"bisect {self.phase}: {said_tree}, uninstrumented, against run A's "
-                f"baseline: {said} -> {outcome}",
-                argv=out.argv[0] if len(out.argv) == 1 else None,
-                provenance=out.provenance,
-                data=RerunData(
-                    applied_to=self.case.run_b.name,
-                    compared_with=self.case.run_a.name,
-                    changed=said_tree,
-                    source_dir=None,  # a throwaway worktree, removed after the rerun
-                    match=m.model_dump(mode="json") if m else None,
-                    first_step=first,
-                    common_steps=m.steps if m else None,
-                    rerun=rec.model_dump(mode="json"),
-                    out_dir=out.out_dir,
-                    error=out.error,
-                    bisect=self._bisect_data(key, probe),
-                ),
-                duration_s=rec.seconds,
-            )
+            rerun_evidence(out, data, hypotheses=hyps, result=result, summary=summary)
         )
         return probe.model_copy(update={"evidence_id": ev.id})
 

@@ -22,16 +22,8 @@ from ..errors import InputError
 from ..evidence_data import RerunData
 from ..interventions import describe, parse_intervention, rerun
 from ..ledger import Ledger
-from ..records import (
-    Case,
-    Classification,
-    Evidence,
-    EvidenceKind,
-    EvidenceResult,
-    Hypothesis,
-    HypothesisStatus,
-)
-from ..runs import RunOutcome, rerun_record
+from ..records import Case, Classification, EvidenceResult, Hypothesis, HypothesisStatus
+from ..runs import RunOutcome, rerun_evidence
 from .boundaries import build_table
 from .candidates import candidates
 from .mapping import load_side
@@ -102,30 +94,20 @@ def _record(
         "aligned": EvidenceResult.supported,
         "failed": EvidenceResult.error,
     }.get(outcome, EvidenceResult.refuted)
-    record = rerun_record(out)
-    ev = ledger.add_evidence(
-        Evidence(
-            hypotheses=[hyp],
-            kind=EvidenceKind.rerun,
-            result=result,
-            summary=f"run b rerun with {describe(parse_intervention(c.intervention))} "
-            f"({c.source}: {c.governs}), boundaries recaptured and compared with a: "
-            f"{outcome}: {detail}",
-            argv=out.argv[0] if len(out.argv) == 1 else None,
-            provenance=out.provenance,
-            data=RerunData(
-                interventions=texts,
-                changed=[describe(parse_intervention(t)) for t in texts],
-                applied_to="b",
-                compared_with="a",
-                rerun=record.model_dump(mode="json"),
-                out_dir=out.out_dir,
-                error=out.error,
-            ),
-            duration_s=record.seconds,
-        )
+    data = RerunData(
+        interventions=texts,
+        changed=[describe(parse_intervention(t)) for t in texts],
+        applied_to="b",
+        compared_with="a",
+        error=out.error,
     )
-    return ev.id
+    summary = (
+        f"run b rerun with {describe(parse_intervention(c.intervention))} "
+        f"({c.source}: {c.governs}), boundaries recaptured and compared with a: "
+        f"{outcome}: {detail}"
+    )
+    ev = rerun_evidence(out, data, hypotheses=[hyp], result=result, summary=summary)
+    return ledger.add_evidence(ev).id
 
 
 def _rows(launched: CompatTable, aligned: CompatTable, walk: list[AlignStep]) -> list[AlignRow]:
