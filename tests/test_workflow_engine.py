@@ -14,7 +14,6 @@ from triage_agent.ledger_view import action_text, to_markdown
 from triage_agent.metrics import MetricLog
 from triage_agent.records import (
     Case,
-    Evidence,
     EvidenceKind,
     EvidenceResult,
     Hypothesis,
@@ -70,9 +69,7 @@ def test_a_replay_supported_origin_is_kept_and_not_said_to_miss_itself(tmp_path)
         kind = EvidenceKind.replay if h is origin else EvidenceKind.reproducer
         ev = add_evidence(ledger, h.id, EvidenceResult.supported, kind)
         ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[ev.id])
-    trace_ev = ledger.add_evidence(
-        Evidence(kind=EvidenceKind.trace_compare, result=EvidenceResult.observed, summary="t")
-    )
+    trace_ev = add_evidence(ledger, None, EvidenceResult.observed, EvidenceKind.trace_compare, "t")
     trace = Stage2Result(
         step=3,
         window=(2, 3),
