@@ -84,7 +84,7 @@ def test_an_extra_init_step_is_proven_by_suppressing_it_on_b(tmp_path):
     assert "helpers.py:11 (prime)" in (v.location or "")
     rows = discriminator_rows(st)
     proof = next(r for r in rows if r.arm == hyp.id)
-    assert proof.changed == "helpers:prime suppressed (returns None)"
+    assert proof.changed == "helpers:prime suppressed before the first step (returns None)"
     assert proof.applied_to == "b" and proof.outcome == "all 4 steps match"
     assert verdict_basis(st).kind == "intervention"
 

@@ -11,6 +11,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``config --flag=VALUE``                        config     set (or add) a launch flag in every command
 ``config --flag``                              config     add a bare flag (argparse store_true)
 ``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
+``suppress pkg.mod:Qual.name@init``            suppress   only its calls before the first step do
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``restore-rng`` / ``deterministic``            policy     the run policies of :mod:`.policies`
 ``revert path[,path...]``                      revert     files back to the other run's revision
@@ -89,6 +90,9 @@ class ConfigIntervention(BaseModel):
 class SuppressIntervention(BaseModel):
     kind: Literal["suppress"] = "suppress"
     target: str = Field(pattern=CALLABLE_RE.pattern)
+    scope: Literal["run", "init"] = Field(
+        default="run", description="init: only the calls made before the first step begins"
+    )
 
 
 class ReplaceIntervention(BaseModel):
@@ -148,9 +152,10 @@ def parse_intervention(text: str) -> Intervention:
         if word == "config":
             return _parse_config(text, rest)
         if word == "suppress":
-            if not CALLABLE_RE.fullmatch(rest):
-                raise _bad(text, "expected suppress pkg.module:Qualified.name")
-            return SuppressIntervention(target=_not_main(text, rest))
+            target, at, scope = rest.partition("@")
+            if not CALLABLE_RE.fullmatch(target) or (at and scope != "init"):
+                raise _bad(text, "expected suppress pkg.module:Qualified.name[@init]")
+            return SuppressIntervention(target=_not_main(text, target), scope=scope or "run")
         if word == "replace":
             target, eq, repl = rest.partition("=")
             if not eq or not CALLABLE_RE.fullmatch(target) or not CALLABLE_RE.fullmatch(repl):
@@ -208,6 +213,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             return f"config {k}={v}", f"launch flag {k}={v}"
         case ConfigIntervention(key=k, value=v):
             return f"config {k}={json.dumps(v)}", f"config key {k} = {json.dumps(v)}"
+        case SuppressIntervention(target=t, scope="init"):
+            return f"suppress {t}@init", f"{t} suppressed before the first step (returns None)"
         case SuppressIntervention(target=t):
             return f"suppress {t}", f"{t} suppressed (returns None)"
         case ReplaceIntervention(target=t, replacement=r):
@@ -444,8 +451,8 @@ def plan(
                 changes.env[k] = v
             case ConfigIntervention(key=k, value=v) if iv.is_flag:
                 launch = [_with_flag(argv, k, None if v is None else str(v)) for argv in launch]
-            case SuppressIntervention(target=t):
-                changes.patches.append(FunctionPatch(target=t))
+            case SuppressIntervention(target=t, scope=scope):
+                changes.patches.append(FunctionPatch(target=t, scope=scope))
             case ReplaceIntervention(target=t, replacement=r):
                 changes.patches.append(FunctionPatch(target=t, replacement=r))
             case PolicyIntervention(policy=p):

@@ -26,6 +26,11 @@ source file. A module imported before the patch is applied is patched at once; o
 later is patched right after it executes, before any importer sees its names. Each process
 appends to the patch file's report what it patched and whether the function was then called,
 so a rerun can say that a patch never took effect instead of passing that off as a result.
+A suppression scoped to ``init`` drops only the calls made before the first step begins (the
+first module forward with grad enabled, the boundary the tracer's ``init`` phase ends at) and
+lets every later call through: a function both runs call in their steps, that one run also
+calls during initialisation, is tested by its initialisation calls alone. Its report names
+the frame of the first call it dropped, the line that made the extra call.
 Limits: a function the job reached through a name bound before its module was patched (none
 here: patching happens at import) or defined in the ``__main__`` script is not reached.
 """
@@ -41,7 +46,7 @@ import random
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -219,6 +224,9 @@ class FunctionPatch(BaseModel):
     replacement: str | None = Field(
         default=None, description="pkg.mod:func called instead; None makes it return None"
     )
+    scope: Literal["run", "init"] = Field(
+        default="run", description="init: only calls made before the first step is begun"
+    )
 
     @field_validator("target", "replacement")
     @classmethod
@@ -263,6 +271,24 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
+CALLED_FROM = "called from "
+_INIT = {"over": False, "hook": None}
+
+
+def _watch_init() -> None:
+    """Mark initialisation over at the first module forward with grad enabled."""
+    if _INIT["over"] or _INIT["hook"] is not None:
+        return
+    import torch
+
+    def first_forward(module: Any, args: Any) -> None:
+        if torch.is_grad_enabled() and not _INIT["over"]:
+            _INIT["over"] = True
+            _INIT["hook"].remove()
+
+    _INIT["hook"] = torch.nn.modules.module.register_module_forward_pre_hook(first_forward)
+
+
 def _report(path: str, patch: FunctionPatch, event: str) -> None:
     line = json.dumps({"pid": os.getpid(), "target": patch.target, "event": event})
     with open(path, "a") as f:  # one short line per write: processes never interleave
@@ -278,13 +304,22 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     # the replacement's module (a case's own folder is on the ranks' path, not the launcher's).
     impl: list[Any] = [_noop] if patch.replacement is None else []
     called = [False]
+    if patch.scope == "init":
+        _watch_init()
 
     def patched(*args: Any, **kwargs: Any) -> Any:
+        if patch.scope == "init" and _INIT["over"]:
+            return original(*args, **kwargs)
         if not impl:
             impl.append(_lookup(patch.replacement)[2])
         if not called[0]:
             called[0] = True
             _report(report, patch, "called")
+            if patch.scope == "init":
+                caller = sys._getframe(1)
+                _report(
+                    report, patch, f"{CALLED_FROM}{caller.f_code.co_filename}:{caller.f_lineno}"
+                )
         return impl[0](*args, **kwargs)
 
     patched.__name__ = getattr(original, "__name__", attr)

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
-from ..interventions import intervene, parse_intervention
+from ..interventions import SuppressIntervention, intervene, parse_intervention
 from ..ledger import Ledger
+from ..policies import CALLED_FROM
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Hypothesis, HypothesisStatus
 
 
@@ -67,12 +68,27 @@ def try_arm(
             ledger.note(f"{hyp.id}: '{arm.intervention}' cannot be applied: {exc}", level="warning")
             return None
         ev = next(e for e in ledger.state().evidence if e.id == res.evidence_id)
+        arm.location = _placed(arm, res.outcome.patches)
     if hyp.status == HypothesisStatus.open and ev.result in (
         EvidenceResult.supported,
         EvidenceResult.refuted,
     ):
         ledger.update_hypothesis(hyp.id, status=HypothesisStatus(ev.result.value), evidence=[ev.id])
     return ev
+
+
+def _placed(arm: Arm, patches: dict[str, dict[str, int]]) -> str:
+    """A suppression scoped to initialisation reports the frame of the call it dropped: the
+    line that made the extra call, a more exact place than the function it entered."""
+    iv = parse_intervention(arm.intervention)
+    if not isinstance(iv, SuppressIntervention) or iv.scope != "init":
+        return arm.location
+    sites = [
+        e.removeprefix(CALLED_FROM) for e in patches.get(iv.target, {}) if e.startswith(CALLED_FROM)
+    ]
+    if len(sites) != 1:
+        return arm.location  # none, or several processes disagreeing: keep the function
+    return f"{sites[0]}, the call during initialisation into {arm.location}"
 
 
 def first_supported(

@@ -233,7 +233,7 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             where[a.hypothesis.id] = a.location
         if not found or not relaunch or _proven(ledger):
             return None
-        return first_supported(
+        hit = first_supported(
             case,
             ledger,
             found,
@@ -242,6 +242,9 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             what=kind,
             on_status=lambda m: status("intervene", m),
         )
+        for a in found:  # a rerun may have placed its arm more exactly (arms.try_arm)
+            where[a.hypothesis.id] = a.location
+        return hit
 
     # Environment differences first: one uninstrumented rerun each, and an environment that
     # explains the bits makes every trace of the code beside the point.

@@ -7,7 +7,9 @@ the innermost ``def`` around that line, named ``package.module:Class.method`` fr
 place under the run's working directory or the interpreter's import path. Candidates that
 write state (an optimizer step, an in-place op, a collective) rank first; each function is
 proposed once. A call made from the ``__main__`` script, or from module level, names no
-function the bootstrap can patch: it is said, not tested.
+function the bootstrap can patch: it is said, not tested. An extra call made during
+initialisation is suppressed there alone (``@init``): the same function may be called by
+both runs in every step, and dropping those calls too would test something else.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import BaseModel
 
 from ..compare.result import Candidate
 from ..records import Case, Classification, Hypothesis
+from ..trace_format import INIT_STEP
 from .arms import Arm
 from .classify import CLASSIFICATION
 
@@ -154,14 +157,16 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
         seen.add(target)
         what = c.state_write or f"{c.event_kind} event"
         where = f"{site.file}:{site.line} ({site.qualname})"
+        at_init = c.step == INIT_STEP
         said_call = (
             f"only run {run.upper()} calls {target} ({site.file}:{site.line}), which runs "
-            f"{what} at {c.event} in step {c.step}"
+            f"{what} at {c.event} "
+            + ("during initialisation, before the first step" if at_init else f"in step {c.step}")
         )
         arms.append(
             _arm(
                 run,
-                f"suppress {target}",
+                f"suppress {target}" + ("@init" if at_init else ""),
                 where,
                 f"{said_call}: this extra call changes state",
                 f"the trace shows {c.describe()}; suppressing the function it came from in run "
