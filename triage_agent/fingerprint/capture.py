@@ -48,6 +48,7 @@ from ..records import utcnow
 from ..trace_format import INIT_STEP, TraceHeader
 from . import collectives as coll
 from .attribution import ScopeIndex
+from .compiling import stand_aside, withdraw
 from .config import CaptureConfig
 from .digest import DigestMode, Staged, stage
 from .sink import PendingEvent, TraceSink
@@ -158,10 +159,29 @@ def _env_rank() -> int:
     return 0
 
 
+def _compiled_module(module: torch.nn.Module) -> str | None:
+    """The class name of the module ``module`` compiles, where it is torch.compile's wrapper:
+    its event marks a compiled region, which stands where that module runs in an eager run
+    (same scope), and whose inner modules and fused ops no hook or mode sees."""
+    inner = getattr(module, "_orig_mod", None)
+    if type(module).__name__ == "OptimizedModule" and isinstance(inner, torch.nn.Module):
+        return type(inner).__name__
+    return None
+
+
 class _OpMode(TorchDispatchMode):
     def __init__(self, tracer: Tracer):
         super().__init__()
         self.tracer = tracer
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Otherwise Dynamo declines every frame while the mode is active and a compiled run
+        # traced at op level runs eager (other bits than untraced), or it traces the frame
+        # with the mode seeing fake tensors. With it, the mode is off while torch.compile
+        # traces and back on when the compiled code runs: ops the compiled code dispatches
+        # (extern kernels, fallbacks) are seen, ops fused into generated kernels are not.
+        return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         tr = self.tracer
@@ -205,6 +225,7 @@ class Tracer:
         self.steps_seen: list[int] = []
         self._active = False
         self._suspended = 0
+        self._compiling = None  # the compile callbacks while a window is traced
         self._seq = 0
         self._calls: dict[tuple[str, str], int] = {}
         self._events: list[PendingEvent] = []
@@ -565,6 +586,7 @@ class Tracer:
         keep_dynamo_out()  # the tracer's modules loaded since torch._dynamo was
         self._active = True
         self._seq = 0
+        self._compiling = stand_aside(self, self._compiling)
         level = self.config.level
         if level in ("module", "op"):
             mm = torch.nn.modules.module
@@ -578,6 +600,7 @@ class Tracer:
     def _deactivate(self) -> None:
         self._active = False
         self._pre_hooked = False
+        withdraw(self._compiling)
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -909,6 +932,9 @@ class Tracer:
         name = type(module).__name__
         mode = self._mode_for(name)
         ev = self._new_event("module", name, scope, "forward", staged_in)
+        compiled = _compiled_module(module)
+        if compiled is not None:
+            ev.meta["compiled"] = compiled
         outs = _tensors(output)
         ev.outputs = self._stage_all(outs, mode)
         if dumped is not None:
