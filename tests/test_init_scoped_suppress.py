@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_workflow_support import extra_call, script_case
 
-from triage_agent.interventions import describe, parse_intervention
+from triage_agent.errors import InputError
+from triage_agent.interventions import describe, parse_intervention, to_text
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case
 from triage_agent.workflow.arms import try_arm
@@ -74,6 +76,9 @@ def test_an_extra_call_is_suppressed_only_in_the_phase_it_was_seen_in(tmp_path):
     assert in_step.intervention == "suppress helpers:shrink"
     iv = parse_intervention(at_init.intervention)
     assert describe(iv) == "helpers:shrink suppressed before the first step (returns None)"
+    assert parse_intervention(to_text(iv)) == iv
+    with pytest.raises(InputError, match=r"\[@init\]"):
+        parse_intervention("suppress helpers:shrink@step")
 
 
 def test_suppressing_the_initialisation_call_alone_proves_it_and_names_its_line(tmp_path):
