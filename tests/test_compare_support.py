@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from triage_agent.trace_format import TraceEnd, TraceEvent, TraceHeader, trace_filename
+from triage_agent.trace_format import (
+    TRACE_SCHEMA_VERSION,
+    TraceEnd,
+    TraceEvent,
+    TraceHeader,
+    trace_filename,
+)
 
 
 def dg(d: str, dtype: str = "float32") -> dict:
@@ -34,7 +40,7 @@ def write_trace(
     world: int = 1,
     end: bool = True,
     compact: bool = False,
-    version: int = 1,
+    version: int = TRACE_SCHEMA_VERSION,
 ) -> Path:
     """Write one rank file; calls are recounted per (step, scope, name) unless given."""
     d.mkdir(parents=True, exist_ok=True)

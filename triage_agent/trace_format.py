@@ -1,4 +1,4 @@
-"""The per-rank trace format (schema version 1). Pure pydantic: no torch import.
+"""The per-rank trace format (schema version 2). Pure pydantic: no torch import.
 
 A trace directory holds one file per rank, ``trace_rank{R:05d}.jsonl``, written by that rank
 alone. Line 1 is a ``header``; then ``event`` lines in execution order; a ``step_end`` line
@@ -9,7 +9,10 @@ An event is keyed, run-independently, by (step, scope, name, call); events befor
 first training step (the init phase) have step ``INIT_STEP`` (-1). ``call`` counts the
 invocations of ``name`` inside ``scope`` within ``step``. ``seq`` is the execution order on
 that rank. Digests are of raw bit patterns (see triage_agent.fingerprint): ``digest`` is the
-fast XOR-family digest, ``order`` the order-sensitive one when it was computed.
+fast XOR-family digest, ``order`` the order-sensitive one when it was computed. Integer and
+bool tensors carry the order-sensitive digest as ``digest`` (and as ``order``) whatever the
+capture's digest mode; version 1 recorded their xor digest there, so a version 1 trace is
+refused rather than compared with a version 2 one record by record.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
 TRACE_GLOB = "trace_rank*.jsonl"
 # The step of every event before the first training step (model construction, the
 # framework's initialisation): the init phase. Both runs' init phases pair by this value.
@@ -40,7 +43,10 @@ class TensorDigest(_Rec):
     shape: list[int]
     dtype: str
     numel: int
-    digest: str = Field(description="hex; the fast bit-pattern digest; 'empty' for numel == 0")
+    digest: str = Field(
+        description="hex; the fast bit-pattern digest (the order-sensitive one for integer and "
+        "bool tensors); 'empty' for numel == 0"
+    )
     order: str | None = Field(default=None, description="hex; order-sensitive digest")
     value: str | None = Field(
         default=None, description="where digest is 'uninitialized': the bytes' digest all the same"

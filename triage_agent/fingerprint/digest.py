@@ -14,6 +14,13 @@ storage (never an upcast value). Two digests:
   buffers are covered. The function is defined on the word sequence, so the CPU fallback
   (torch, chunked to bound memory) and the Triton kernel return the same value.
 
+Integer and bool tensors always get the order digest, in every mode, as the record's
+``digest`` (and its ``order``): they are small (indices, token ids, masks) and the xor digest
+is weak exactly there: token ids in ``[0, 64)`` xor to 6 bits, so two different batches
+collide one time in 64, and a mask with an even number of True xors to 0. Floating and
+complex tensors keep the mode asked for. Trace schema version 2 says so (see
+:mod:`triage_agent.trace_format`).
+
 Staging: :func:`stage` returns 0-d int64 *device* tensors and never synchronises;
 :func:`readback` turns a whole step's worth of them into Python ints with one copy per
 device. That is the only host/device synchronisation the tracer performs.
@@ -201,18 +208,24 @@ def _hex(v: int) -> str:
 
 
 # dtype -> (record name, signed integer dtype of the same width for a bitcast view, or None
-# where only the general path is right: complex and bool go through int_view)
-_DTYPES: dict[torch.dtype, tuple[str, torch.dtype | None]] = {}
+# where only the general path is right: complex and bool go through int_view; whether its
+# digest is the order digest whatever the mode)
+_DTYPES: dict[torch.dtype, tuple[str, torch.dtype | None, bool]] = {}
+# the native tracer names the same ScalarTypes (capture.cpp, always_ordered)
+ORDERED_DTYPES = frozenset(
+    {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
+    | {getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)}
+)
 
 
-def _dtype_info(dt: torch.dtype) -> tuple[str, torch.dtype | None]:
+def _dtype_info(dt: torch.dtype) -> tuple[str, torch.dtype | None, bool]:
     info = _DTYPES.get(dt)
     if info is None:
         name = str(dt).removeprefix("torch.")
         direct = None
         if not dt.is_complex and dt != torch.bool:
             direct = _SIGNED_BY_SIZE.get(dt.itemsize)
-        info = _DTYPES[dt] = (name, direct)
+        info = _DTYPES[dt] = (name, direct, dt in ORDERED_DTYPES)
     return info
 
 
@@ -223,14 +236,17 @@ def stage(t: torch.Tensor, mode: DigestMode = "xor") -> Staged | None:
     with no copy even when it is not contiguous: the xor reduction does not depend on the
     order it visits elements, and the view reads the logical elements (repeats of an
     expanded tensor included) exactly as the contiguous copy would. Two kernels at most
-    per tensor, none of them a copy.
+    per tensor, none of them a copy. Integer and bool tensors are digested in ``order``
+    mode whatever ``mode`` says (see the module docstring).
     """
     if t.layout != torch.strided or t.is_quantized or t.is_nested or t.is_meta:
         return None
-    name, direct = _DTYPES.get(t.dtype) or _dtype_info(t.dtype)
+    name, direct, ordered = _DTYPES.get(t.dtype) or _dtype_info(t.dtype)
     n = t.numel()
     if n == 0:
         return Staged(t.shape, name, 0, None, None)
+    if ordered:
+        mode = "order"
     if mode == "xor" and direct is not None and not t.is_neg():
         # an integer view of a tensor that requires grad does not require grad: no graph
         return Staged(t.shape, name, n, torch.hash_tensor(t.view(direct)), None)

@@ -109,6 +109,25 @@ void collect(const c10::IValue& v, std::vector<at::Tensor>& out) {
   }
 }
 
+// Integer and bool tensors (indices, token ids, masks) get the order digest in every mode:
+// xor is weak exactly there (digest.ORDERED_DTYPES names the same types).
+bool always_ordered(c10::ScalarType st) {
+  switch (st) {
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::Int:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::UInt16:
+    case c10::ScalarType::UInt32:
+    case c10::ScalarType::UInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void digest_host(const Job& j, const Dims& dm, Result& r) {
   uint64_t x = 0;
   uint32_t a = 0, b = 0;
@@ -421,6 +440,7 @@ int32_t State::stage_one(const at::Tensor& t, uint8_t flags, bool fresh, std::ve
 
 int32_t State::stage_bytes(const at::Tensor& t, uint8_t flags, bool fresh, std::vector<DeviceJob>& jobs,
                            std::vector<at::Tensor>& temps) {
+  if (always_ordered(t.scalar_type())) flags = kOrder;
   const int64_t numel = t.numel();
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   const bool versioned = !impl->is_inference();
