@@ -1,7 +1,7 @@
 """Run an unmodified training command with the tracer injected into every process.
 
 ``capture_command`` checks the out dir, writes the config file, prepends the injection
-directory to ``PYTHONPATH``, runs the command through :func:`triage_agent.process.run_process`
+directory to ``PYTHONPATH`` (when it has something to do: :func:`injects`), runs the command through :func:`triage_agent.process.run_process`
 (argv list, own process group, timeout; every process of the command has ended before
 anything is read), and then reads back what the ranks wrote: trace files with their sha256, steps seen and
 traced, and a warning when the step window never occurred. The command's exit code is
@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
+from ..policies import PATCHES_ENV
 from ..process import ProcessResult, run_process
 from ..trace_format import TRACE_GLOB
 from .config import CONFIG_ENV, CaptureConfig
@@ -143,6 +144,19 @@ def collect(config: CaptureConfig) -> tuple[list[TraceFileInfo], list[int], list
     return files, sorted(seen), traced, warnings
 
 
+def injects(config: CaptureConfig, env: dict[str, str]) -> bool:
+    """Whether the injected bootstrap has anything to do in the command's processes.
+
+    An untraced launch with no policy and no function patch (a baseline, a state capture
+    whose own hook stands on ``PYTHONPATH``) runs without it: the bootstrap imports the
+    tracer, hence torch, in every Python process at start-up, helpers included
+    (DeepSpeed's JIT op check runs ``py-cpuinfo`` as a subprocess of each rank, twice),
+    and that was a second or two of CPU per helper process for nothing. Without our
+    ``sitecustomize`` first on the path, Python runs the one it would have chained to.
+    """
+    return config.level != "none" or bool(config.policies) or bool(env.get(PATCHES_ENV))
+
+
 def capture_command(
     argv: list[str],
     config: CaptureConfig,
@@ -167,8 +181,9 @@ def capture_command(
     cfg_path = out / CONFIG_NAME
     cfg_path.write_text(config.model_dump_json(indent=1))
     run_env = dict(os.environ if env is None else env)
-    pp = run_env.get("PYTHONPATH", "")
-    run_env["PYTHONPATH"] = str(INJECT_DIR) + (os.pathsep + pp if pp else "")
+    if injects(config, run_env):
+        pp = run_env.get("PYTHONPATH", "")
+        run_env["PYTHONPATH"] = str(INJECT_DIR) + (os.pathsep + pp if pp else "")
     run_env[CONFIG_ENV] = str(cfg_path)
     logs = Path(log_dir) if log_dir is not None else out
     logs.mkdir(parents=True, exist_ok=True)
