@@ -91,7 +91,22 @@ def is_arithmetic(name: str) -> bool:
     return op.base not in SELECTING_OPS
 
 
-Role = Literal["structural", "reordered", "origin", "receiver"]
+Role = Literal["structural", "reordered", "origin", "receiver", "compiled"]
+
+
+class CompiledRegion(BaseModel):
+    """One call of a module one run compiles (torch.compile) and the other runs eagerly: the
+    ops each run shows inside it. The compiled run's generated kernels are below the
+    dispatcher; what it shows there are the ops its compiled code still dispatches."""
+
+    step: int
+    scope: str = Field(description="the module's scope, where both runs call it")
+    module: str = Field(description="the class of the module it compiles")
+    compiled_in: Literal["a", "b"]
+    ops_a: list[str] = Field(default_factory=list)
+    ops_b: list[str] = Field(default_factory=list)
+    inputs_equal: bool | None = Field(default=None, description="its forward inputs, compared")
+    outputs_equal: bool | None = None
 
 
 class FirstDivergence(BaseModel):
@@ -107,6 +122,11 @@ class FirstDivergence(BaseModel):
     caller: str | None = None
     parted: list[str] = Field(
         default_factory=list, description="structural: every op in the step's differing parts"
+    )
+    regions: list[CompiledRegion] = Field(
+        default_factory=list,
+        description="compiled regions of the step, set aside from the op streams: ops one run "
+        "executes inside a region are not missing from the other, which ran them compiled",
     )
 
     @classmethod
@@ -134,21 +154,12 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
     """The first place where two op streams (compare ``Ev`` records) differ: a part one run
     executes otherwise, or a paired op whose outputs differ (a difference absorbed on the
     spot, or a digest that says nothing, is passed over)."""
-    sm = difflib.SequenceMatcher(None, [_key(e) for e in ea], [_key(e) for e in eb], autojunk=False)
-    codes = sm.get_opcodes()
+    codes = _opcodes(ea, eb)
     seen: set[str | None] = {None}  # every output of the equal events so far
     for n, (tag, i1, i2, j1, _j2) in enumerate(codes):
         if tag != "equal":
             ev = ea[i1] if i1 < i2 else eb[j1]
-            step = ev.step
-            # every part of this step where the sequences differ, up to its end
-            parted = [
-                e.name
-                for t, a1, a2, b1, b2 in codes[n:]
-                if t != "equal"
-                for e in (*ea[a1:a2], *eb[b1:b2])
-                if e.step == step
-            ]
+            parted = _parted(codes[n:], ea, eb, ev.step)
             return FirstDivergence.at(ev, "structural", rank, i1, parted)
         for k in range(i2 - i1):
             a, b = ea[i1 + k], eb[j1 + k]
@@ -164,8 +175,127 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
     return None
 
 
-def _ops(stream: Any, first_step: int) -> list[Any]:
-    return [e for e in stream.events(0, len(stream)) if e.kind == "op" and e.step >= first_step]
+def _opcodes(ea: list[Any], eb: list[Any]) -> list[tuple[str, int, int, int, int]]:
+    keys_a, keys_b = [_key(e) for e in ea], [_key(e) for e in eb]
+    return difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False).get_opcodes()
+
+
+def _parted(codes: list[tuple[str, int, int, int, int]], ea: list[Any], eb: list[Any], step: int):
+    """Every op of ``step`` in the parts where the sequences differ."""
+    return [
+        e.name
+        for t, a1, a2, b1, b2 in codes
+        if t != "equal"
+        for e in (*ea[a1:a2], *eb[b1:b2])
+        if e.step == step
+    ]
+
+
+def _within(scope: str, region: str) -> bool:
+    return region == "" or scope == region or scope.startswith(region + ".")
+
+
+Marks = dict[tuple[int, str], tuple[str, set[str], Literal["a", "b"]]]
+
+
+def _region_marks(fa: list[Any], fb: list[Any]) -> Marks:
+    """(step, scope) of every compiled module call one run records -> the class it compiles,
+    the names its module events carry there (the compiled wrapper's in the compiled run,
+    that class in the eager one: the wrapper stands where the module runs), and the run."""
+    marks: Marks = {}
+    sides: dict[tuple[int, str], set[str]] = {}
+    for side, events in (("a", fa), ("b", fb)):
+        for e in events:
+            cls = (e.meta or {}).get("compiled") if e.kind == "module" else None
+            if isinstance(cls, str) and cls:
+                marks.setdefault((e.step, e.scope), (cls, set(), side))[1].update({e.name, cls})
+                sides.setdefault((e.step, e.scope), set()).add(side)
+    # compiled in both runs, the region's ops are the same program's: compared one by one
+    return {k: v for k, v in marks.items() if len(sides[k]) == 1}
+
+
+def _inside(events: list[Any], marks: Marks) -> dict[int, int]:
+    """Positions of the events that run inside a marked module call -> that call's position:
+    in forward, the events of the module's scope before its (post-call) event, back to where
+    the call began; in backward, from its output's gradient on, while ops stay in its scope."""
+    inside: dict[int, int] = {}
+    for i, e in enumerate(events):
+        if e.kind != "module" or e.name not in marks.get((e.step, e.scope), ("", ()))[1]:
+            continue
+        step, region = e.step, e.scope
+        j, back = (i - 1, -1) if e.phase == "forward" else (i + 1, 1)
+        while 0 <= j < len(events):
+            f = events[j]
+            if f.step != step or f.phase != e.phase or not _within(f.scope, region):
+                break
+            if back < 0 and f.kind == "module" and f.scope == region:
+                break  # the end of an earlier call of the same module
+            inside.setdefault(j, i)
+            j += back
+    return inside
+
+
+def _regions(fa: list[Any], fb: list[Any], in_a: dict, in_b: dict, marks: Marks) -> list:
+    """The compiled regions of the two streams, with the ops each run shows inside."""
+    found = {
+        (step, scope): CompiledRegion(step=step, scope=scope, module=cls, compiled_in=side)
+        for (step, scope), (cls, _, side) in marks.items()
+    }
+    for events, inside, side in ((fa, in_a, "a"), (fb, in_b, "b")):
+        for j, i in inside.items():
+            e, owner = events[j], events[i]
+            region = found.get((owner.step, owner.scope))
+            if region is not None and e.kind == "op":
+                getattr(region, f"ops_{side}").append(e.name)
+    for (step, scope), region in found.items():
+        calls = [
+            [e for e in events if e.kind == "module" and e.phase == "forward"
+             and (e.step, e.scope) == (step, scope) and e.name in marks[(step, scope)][1]]
+            for events in (fa, fb)
+        ]  # fmt: skip
+        if calls[0] and len(calls[0]) == len(calls[1]):
+            region.inputs_equal = all(a.inputs == b.inputs for a, b in zip(*calls, strict=True))
+            region.outputs_equal = all(a.outputs == b.outputs for a, b in zip(*calls, strict=True))
+    return sorted(found.values(), key=lambda r: (r.step, r.scope))
+
+
+def first_divergence_of(rank: int, fa: list[Any], fb: list[Any]) -> FirstDivergence | None:
+    """The first divergence of two whole event streams (module and op events), where a module
+    call one run compiles is set aside in both: the ops either run shows inside it are that
+    region's, compared as one (the region), not op by op. The ops outside every region are
+    read as :func:`first_divergence` reads them, so an op one run lacks there stays
+    structural; a region that comes first is the first divergence, with every op of its
+    step where the sequences outside the regions differ."""
+    marks = _region_marks(fa, fb)
+    in_a, in_b = _inside(fa, marks), _inside(fb, marks)
+    ea = [e for j, e in enumerate(fa) if e.kind == "op" and j not in in_a]
+    eb = [e for j, e in enumerate(fb) if e.kind == "op" and j not in in_b]
+    d = first_divergence(rank, ea, eb)
+    regions = [r for r in _regions(fa, fb, in_a, in_b, marks) if r.ops_a or r.ops_b]
+    if not regions:
+        return d
+    first = regions[0]
+    start = min((fa[j].index for j, i in in_a.items() if fa[i].step == first.step), default=-1)
+    order = sum(1 for e in ea if e.index < start)  # where the region begins among A's ops
+    if d is not None and (d.step, d.order) < (first.step, order):
+        return d  # a divergence before the region: the region is not the first
+    parted = _parted(_opcodes(ea, eb), ea, eb, first.step)
+    if d is not None and d.role == "origin":
+        parted.append(d.name)  # equal inputs, other outputs, outside the region: not its doing
+    return FirstDivergence(
+        role="compiled",
+        rank=rank,
+        step=first.step,
+        order=order,
+        name=first.module,
+        scope=first.scope,
+        parted=parted,
+        regions=[r for r in regions if r.step == first.step],
+    )
+
+
+def _events(stream: Any, first_step: int) -> list[Any]:
+    return [e for e in stream.events(0, len(stream)) if e.step >= first_step]
 
 
 def read_traces(dir_a: str, dir_b: str, first_step: int) -> FirstDivergence | None:
@@ -173,10 +303,10 @@ def read_traces(dir_a: str, dir_b: str, first_step: int) -> FirstDivergence | No
     ra, rb = load_runs(dir_a, dir_b)
     found = []
     for rank in sorted(set(ra.ranks) & set(rb.ranks)):
-        ea, eb = _ops(ra.ranks[rank], first_step), _ops(rb.ranks[rank], first_step)
-        if max(len(ea), len(eb)) > MAX_EVENTS:
+        fa, fb = _events(ra.ranks[rank], first_step), _events(rb.ranks[rank], first_step)
+        if max(len(fa), len(fb)) > MAX_EVENTS:
             return None
-        d = first_divergence(rank, ea, eb)
+        d = first_divergence_of(rank, fa, fb)
         if d is not None:
             found.append(d)
     return min(found, key=lambda d: (d.step, d.order, d.rank)) if found else None
@@ -379,6 +509,8 @@ def read_proven_setting(
         return unknown("the op streams of the traced training steps agree")
     where = f"rank {d.rank} step {d.step} {d.scope or '<root>'}::{d.name} (call {d.call})"
     ulps = _metric_ulps(rep)
+    if d.role == "compiled":
+        return _read_compiled(ledger, hyp, trace_ev, setting, d, ulps, unknown)
     if d.role in ("structural", "reordered"):
         how = (
             f"the op sequences first part at {where}"
@@ -458,6 +590,79 @@ def read_proven_setting(
             f"other scalars ({shown}), a value that should not depend on the setting"
         )
     return _record(ledger, hyp, ev, Classification.bug, loc, said)
+
+
+def _region_text(r: CompiledRegion) -> str:
+    eager, compiled = (r.ops_a, r.ops_b) if r.compiled_in == "b" else (r.ops_b, r.ops_a)
+    # selection by index or order copies values: it cannot be where bits change
+    copying = SELECTING_OPS - RANDOM_OPS - ATOMIC_OPS
+    selecting = sorted({n for n in eager if _op_base(n) in copying})
+    io = ""
+    if r.inputs_equal is not None:
+        io = (
+            f"; its inputs {'equal' if r.inputs_equal else 'differ'}, its outputs "
+            f"{'equal' if r.outputs_equal else 'differ'}"
+        )
+    sel = (
+        f", selection ops among them ({', '.join(selecting[:4])}) copy values and cannot change bits"
+        if selecting
+        else ""
+    )
+    return (
+        f"{r.scope or '<root>'} ({r.module}) compiled in run {r.compiled_in}: the other run "
+        f"executes its {len(eager)} ops one by one{sel}, the compiled run shows "
+        f"{len(compiled)} dispatched ops there, its generated kernels unseen{io}"
+    )
+
+
+def _op_base(name: str) -> str:
+    op = parse_op(name)
+    return op.base if op is not None else name
+
+
+def _read_compiled(
+    ledger: Ledger,
+    hyp: Hypothesis,
+    trace_ev: Evidence,
+    setting: str,
+    d: FirstDivergence,
+    ulps: float,
+    unknown: Callable[[str], None],
+) -> SettingReading | None:
+    """The first divergence is a module call one run compiles: the region, not an op inside
+    it, is what differs. A policy when nothing in it draws random numbers (a compiled
+    kernel draws from its own generator), every op outside the regions where the sequences
+    differ is arithmetic, and the metric is within rounding: the same arithmetic fused and
+    rounded otherwise."""
+    at = f"rank {d.rank} step {d.step}"
+    regions = "; ".join(_region_text(r) for r in d.regions)
+    drawn = sorted(
+        {n for r in d.regions for n in (*r.ops_a, *r.ops_b) if _op_base(n) in RANDOM_OPS}
+    )
+    if drawn:
+        return unknown(f"at {at} the compiled region {regions} draws random numbers {drawn[:3]}")
+    odd = sorted({n for n in d.parted if not is_arithmetic(n)})
+    if odd:
+        return unknown(
+            f"at {at} the compiled region {regions}; outside it the op sequences differ with "
+            f"non-arithmetic ops {odd[:5]}"
+        )
+    if ulps > ROUNDING_ULPS:
+        return unknown(
+            f"at {at} the compiled region {regions}; the first differing metric is {ulps:g} "
+            "ulp apart: beyond rounding"
+        )
+    outside = (
+        f"outside it the op sequences differ in arithmetic ops alone ({', '.join(sorted(set(d.parted))[:5])})"
+        if d.parted
+        else "every op outside it agrees in sequence"
+    )
+    said = (
+        f"{setting} compiles a region the other run executes eagerly: at {at}, {regions}; "
+        f"{outside}; the first differing metric is {ulps:g} ulp apart (rounding): the same "
+        "arithmetic fused and rounded otherwise by the compiler, a numerical policy"
+    )
+    return _record(ledger, hyp, trace_ev, Classification.policy_difference, setting, said)
 
 
 def _record(
