@@ -121,17 +121,24 @@ def _case(tmp_path: Path, *, b_env=None, b_args=(), b_config=None, b_launch=None
     return Case(run_a=a, run_b=b, workspace=str(tmp_path / "ws"), timeout_s=120)
 
 
-def _check(case: Case, text: str) -> StepMatch:
+@pytest.fixture(scope="module")
+def run_a(tmp_path_factory) -> RunOutcome:
+    """Run A is the same job in every case of this file (only B differs): launched once."""
+    case = _case(tmp_path_factory.mktemp("run-a"))
+    a = materialize(case.run_a, Path(case.workspace), "baseline", timeout_s=120)
+    assert a.ok, a.error
+    return a
+
+
+def _check(case: Case, text: str, a: RunOutcome) -> StepMatch:
     ws = Path(case.workspace)
-    a = materialize(case.run_a, ws, "baseline", timeout_s=120)
     out = rerun(case, "b", [parse_intervention(text)], workspace=ws, timeout_s=120)
     assert out.ok, out.error
     return compare_runs(case, a, out)
 
 
-def _differs(case: Case) -> int:
+def _differs(case: Case, a: RunOutcome) -> int:
     ws = Path(case.workspace)
-    a = materialize(case.run_a, ws, "baseline", timeout_s=120)
     b = materialize(case.run_b, ws, "baseline", timeout_s=120)
     m = compare_runs(case, a, b)
     assert not m.all_match and m.first_differing_step is not None, m
@@ -198,23 +205,23 @@ def test_check_untrusted_refuses_code_loading_changes():
 
 
 # -- real reruns -------------------------------------------------------------------------------
-def test_env_intervention_makes_b_match_and_the_wrong_one_does_not(tmp_path):
+def test_env_intervention_makes_b_match_and_the_wrong_one_does_not(tmp_path, run_a):
     case = _case(tmp_path, b_env={"TOY_JITTER": "1"})
-    first = _differs(case)
+    first = _differs(case, run_a)
     assert first == 1
-    wrong = _check(case, "env TOY_OTHER=1")
+    wrong = _check(case, "env TOY_OTHER=1", run_a)
     assert not wrong.all_match and wrong.first_differing_step == first
-    fixed = _check(case, "unset TOY_JITTER")
+    fixed = _check(case, "unset TOY_JITTER", run_a)
     assert fixed.all_match and fixed.steps == 5 and fixed.ranks == [0]
     assert fixed.said() == "all 5 steps match"
 
 
-def test_config_key_intervention_edits_a_copy_of_the_json_the_argv_names(tmp_path):
+def test_config_key_intervention_edits_a_copy_of_the_json_the_argv_names(tmp_path, run_a):
     case = _case(tmp_path, b_config={**CONFIG, "optimizer": {"lr": 0.2}})
-    assert _differs(case) == 1
-    wrong = _check(case, "config optimizer.momentum=0")
+    assert _differs(case, run_a) == 1
+    wrong = _check(case, "config optimizer.momentum=0", run_a)
     assert wrong.said() == "first differing step 1"
-    assert _check(case, "config optimizer.lr=0.1").all_match
+    assert _check(case, "config optimizer.lr=0.1", run_a).all_match
     # the user's file is untouched; the rerun's argv names the changed copy
     assert json.loads((Path(case.run_b.cwd) / "b.json").read_text())["optimizer"]["lr"] == 0.2
     out = rerun(
@@ -226,25 +233,25 @@ def test_config_key_intervention_edits_a_copy_of_the_json_the_argv_names(tmp_pat
     assert json.loads(named.read_text())["optimizer"]["lr"] == 0.1
 
 
-def test_launch_flag_intervention_replaces_the_value_in_place(tmp_path):
+def test_launch_flag_intervention_replaces_the_value_in_place(tmp_path, run_a):
     case = _case(tmp_path, b_args=("--scale", "2"))
-    assert _differs(case) == 0
-    assert _check(case, "config --scale=3").first_differing_step == 0
-    fixed = _check(case, "config --scale=1")
+    assert _differs(case, run_a) == 0
+    assert _check(case, "config --scale=3", run_a).first_differing_step == 0
+    fixed = _check(case, "config --scale=1", run_a)
     assert fixed.all_match
     out = rerun(case, "b", [parse_intervention("config --scale=1")], workspace=tmp_path / "ws")
     assert out.argv[0][-1] == "--scale=1" and "2" not in out.argv[0][-2:]
 
 
-def test_suppress_and_replace_patch_a_function_of_a_module_imported_later(tmp_path):
+def test_suppress_and_replace_patch_a_function_of_a_module_imported_later(tmp_path, run_a):
     case = _case(tmp_path, b_env={"TOY_ADJUST": "1"})
-    first = _differs(case)
+    first = _differs(case, run_a)
     assert first == 2  # the weight is nudged after step 1's update
     ws = tmp_path / "ws"
-    wrong = _check(case, "suppress toylib:Helper.touch")
+    wrong = _check(case, "suppress toylib:Helper.touch", run_a)
     assert wrong.first_differing_step == first
-    assert _check(case, "suppress toylib:adjust").all_match
-    assert _check(case, "replace toylib:adjust=toylib:leave").all_match
+    assert _check(case, "suppress toylib:adjust", run_a).all_match
+    assert _check(case, "replace toylib:adjust=toylib:leave", run_a).all_match
     out = rerun(case, "b", [parse_intervention("suppress toylib:adjust")], workspace=ws)
     assert out.patches["toylib:adjust"] == {"patched": 1, "called": 1}
     assert "toylib:adjust suppressed (returns None)" in out.interventions
@@ -252,12 +259,12 @@ def test_suppress_and_replace_patch_a_function_of_a_module_imported_later(tmp_pa
     assert (Path(case.run_b.cwd) / "toylib.py").read_text() == TOYLIB
 
 
-def test_a_patch_that_never_takes_effect_is_never_a_match(tmp_path):
+def test_a_patch_that_never_takes_effect_is_never_a_match(tmp_path, run_a):
     case = _case(tmp_path)  # B equals A: any rerun of B matches bit for bit
-    m = _check(case, "suppress toylib:never_called")
+    m = _check(case, "suppress toylib:never_called", run_a)
     assert not m.all_match and m.first_differing_step is None
     assert "patched but never called" in m.note
-    gone = _check(case, "suppress nosuchmodule_xyz:f")
+    gone = _check(case, "suppress nosuchmodule_xyz:f", run_a)
     assert not gone.all_match and "never patched" in gone.note
 
 
@@ -286,23 +293,22 @@ def test_rerun_records_every_argv_the_summed_duration_and_provenance(tmp_path):
     assert rec.env_overrides == {"b": {"OMP_NUM_THREADS": "1"}} and rec.provenance
 
 
-def test_rerun_from_a_prepared_source_directory(tmp_path):
+def test_rerun_from_a_prepared_source_directory(tmp_path, run_a):
     case = _case(tmp_path, b_env={"TOY_ADJUST": "1"})
-    first = _differs(case)
+    first = _differs(case, run_a)
     fixed = tmp_path / "prepared"
     shutil.copytree(case.run_b.cwd, fixed)
     # the prepared copy holds the fix: adjust() no longer touches the weights
     (fixed / "toylib.py").write_text(TOYLIB.replace("model.weight[0, 0] += 1e-3", "pass"))
     ws = tmp_path / "ws"
-    a = materialize(case.run_a, ws, "baseline", timeout_s=120)
     out = rerun(case, "b", [], workspace=ws, source_dir=fixed)
     assert out.ok and Path(out.cwd) == fixed.resolve()
-    assert compare_runs(case, a, out).all_match
+    assert compare_runs(case, run_a, out).all_match
     # the same source, unchanged, is another rerun: the cache follows the directory's content
     same = tmp_path / "same"
     shutil.copytree(case.run_b.cwd, same)
     again = rerun(case, "b", [], workspace=ws, source_dir=same)
-    assert not again.cached and compare_runs(case, a, again).first_differing_step == first
+    assert not again.cached and compare_runs(case, run_a, again).first_differing_step == first
     revert = RevertIntervention(paths=["toylib.py"])
     recorded = rerun(case, "b", [revert], workspace=ws, source_dir=fixed)
     assert (
