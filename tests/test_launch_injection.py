@@ -49,6 +49,13 @@ def test_untraced_launch_without_policy_injects_nothing(tmp_path: Path) -> None:
     assert seen == {"torch": False, "injected": False, "own_site": "yes"}
 
 
+def test_a_policy_only_launch_injects_without_torch(tmp_path: Path) -> None:
+    # restore-rng patches DeepSpeed and MetricLog on import: a helper process that imports
+    # neither (py-cpuinfo) must not pay for torch either
+    seen = _probe(tmp_path, level="none", policies=["restore-rng"])
+    assert seen == {"torch": False, "injected": True, "own_site": "yes"}
+
+
 def test_a_trace_a_policy_or_a_patch_file_still_injects(tmp_path: Path) -> None:
     # the launched cases are covered by every traced and policy relaunch test
     none = CaptureConfig(out_dir=tmp_path, level="none")

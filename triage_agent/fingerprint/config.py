@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .. import policies as _policies
 from ..errors import InputError
 from ..trace_format import INIT_STEP
-from .digest import DigestMode
 
 Level = Literal["none", "collective", "module", "op"]
+# here, not in .digest, so reading a capture config (the injected bootstrap) needs no torch
+DigestMode = Literal["xor", "order", "both"]
 LEVELS: tuple[Level, ...] = ("none", "collective", "module", "op")
 CONFIG_ENV = "TRIAGE_CAPTURE_CONFIG"
 # Far above any real world size; a bound so that a typo like 0-1000000000 is an error, not

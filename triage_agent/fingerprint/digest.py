@@ -34,11 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
-DigestMode = Literal["xor", "order", "both"]
+from .config import DigestMode
 
 EMPTY = "empty"
 # Memory no op has written yet (the output of empty*, or its alias before the first write):
