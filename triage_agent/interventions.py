@@ -13,7 +13,8 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
 ``suppress pkg.mod:Qual.name@init``            suppress   only its calls before the first step do
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
-``restore-rng`` / ``deterministic``            policy     the run policies of :mod:`.policies`
+``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
+``deterministic``
 ``revert path[,path...]``                      revert     files back to the other run's revision
 =============================================  =========  ===========================================
 
@@ -103,7 +104,7 @@ class ReplaceIntervention(BaseModel):
 
 class PolicyIntervention(BaseModel):
     kind: Literal["policy"] = "policy"
-    policy: Literal["restore-rng", "deterministic"]
+    policy: Literal["restore-rng", "restore-scheduler", "deterministic"]
 
 
 class RevertIntervention(BaseModel):

@@ -11,6 +11,9 @@ Policies:
   beside the checkpoint tag, and ``load_checkpoint`` restores them. This is the fix to try
   when a resumed run diverges at its first step; it is the same change a user makes with
   ``client_state`` in their own script.
+- ``restore-scheduler``: every LR scheduler's state saved when ``MetricLog.log(K)`` returns and
+  loaded into the schedulers of a process that opens its log with ``resumed_from=K``: for a
+  job with its own checkpoint code whose resume leaves the schedule where a fresh one starts.
 - ``deterministic``: ``torch.use_deterministic_algorithms(True)``, cuDNN deterministic and
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
   A job with its own checkpoint code is reached through the steps it reports: the streams
@@ -113,39 +116,87 @@ def _restore_rng() -> None:
 
 
 _ENGINE_RESTORED: list[bool] = []
-RNG_AT_STEP = ".triage_rng/step{step}-rank{rank}.pt"
+AT_STEP = ".triage_{what}/step{step}-rank{rank}.pt"
 
 
-def _restore_rng_at_steps(metrics: Any) -> None:
-    """Every RNG stream saved when ``MetricLog.log(K)`` returns (beside the metrics, which
-    every command of a run writes to the same directory) and restored when a process opens
-    its log with ``resumed_from=K``: the streams step K+1 starts from, whatever code the job
-    checkpoints with. An engine checkpoint that restored them already takes precedence."""
+def _carry_at_steps(
+    metrics: Any,
+    what: str,
+    snapshot: Callable[[], Any],
+    restore: Callable[[Any], None],
+    skip: Callable[[], bool] = lambda: False,
+) -> None:
+    """What ``snapshot`` returns saved when ``MetricLog.log(K)`` returns (beside the metrics,
+    which every command of a run writes to the same directory) and handed to ``restore`` when
+    a process opens its log with ``resumed_from=K``: the state step K+1 starts from, whatever
+    code the job checkpoints with."""
     import torch
 
     cls = metrics.MetricLog
-    if getattr(cls.log, "_triage_policy", False):
+    marker = f"_triage_carries_{what}"
+    if getattr(cls.log, marker, False):
         return
     orig_init, orig_log = cls.__init__, cls.log
 
     def at(log: Any, step: int) -> str:
-        return str(log.file.parent / RNG_AT_STEP.format(step=step, rank=log.rank))
+        return str(log.file.parent / AT_STEP.format(what=what, step=step, rank=log.rank))
 
     def __init__(log, *args, **kwargs):
         orig_init(log, *args, **kwargs)
         resumed = kwargs.get("resumed_from", args[2] if len(args) > 2 else None)
-        if resumed is not None and not _ENGINE_RESTORED and os.path.exists(at(log, resumed)):
-            rng_restore(torch.load(at(log, resumed), weights_only=False))
+        if resumed is not None and not skip() and os.path.exists(at(log, resumed)):
+            restore(torch.load(at(log, resumed), weights_only=False))
 
     def log_step(log, step, **values):
         out = orig_log(log, step, **values)
         path = at(log, step)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        torch.save(rng_snapshot(), path)
+        torch.save(snapshot(), path)
         return out
 
-    log_step._triage_policy = True  # type: ignore[attr-defined]
+    setattr(log_step, marker, True)
     cls.__init__, cls.log = __init__, log_step
+
+
+def _restore_rng_at_steps(metrics: Any) -> None:
+    """Every RNG stream carried across a resume by the steps the job reports; an engine
+    checkpoint that restored them already takes precedence."""
+    _carry_at_steps(metrics, "rng", rng_snapshot, rng_restore, lambda: bool(_ENGINE_RESTORED))
+
+
+def _schedulers() -> list[Any]:
+    import gc
+
+    import torch
+
+    kind = torch.optim.lr_scheduler.LRScheduler
+    return [o for o in gc.get_objects() if issubclass(type(o), kind)]
+
+
+def _schedulers_restore(states: list[Any]) -> None:
+    live = _schedulers()
+    if len(live) == len(states):  # paired by creation order; another count pairs nothing
+        for sched, state in zip(live, states, strict=True):
+            sched.load_state_dict(state)
+
+
+def _restore_scheduler() -> None:
+    # A DeepSpeed engine checkpoint holds its scheduler already; this reaches the schedulers
+    # of a job with its own checkpoint code, through the steps it reports.
+    name = "triage_agent.metrics"
+
+    def patch(metrics: Any) -> None:
+        _carry_at_steps(
+            metrics,
+            "scheduler",
+            lambda: [s.state_dict() for s in _schedulers()],
+            _schedulers_restore,
+        )
+
+    if name in sys.modules:
+        patch(sys.modules[name])
+    else:
+        on_import({name: [patch]})
 
 
 def _restore_rng_engine(engine: Any) -> None:
@@ -189,12 +240,15 @@ def _deterministic() -> None:
 
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
+    "restore-scheduler": _restore_scheduler,
     "deterministic": _deterministic,
 }
 
 POLICY_HELP: dict[str, str] = {
     "restore-rng": "save every RNG stream with each DeepSpeed checkpoint, or at each step the job "
     "logs, and restore it on resume",
+    "restore-scheduler": "save every LR scheduler's state at each step the job logs and load it "
+    "into the resumed process's schedulers",
     "deterministic": "torch.use_deterministic_algorithms(True), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG",
 }
 

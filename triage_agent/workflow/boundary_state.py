@@ -16,7 +16,8 @@ Every differing entry is said in one ``manifest`` evidence. Two kinds become hyp
 the intervention that tests them: a function only one run calls between ``after-K`` and
 ``step-K+1`` that writes a data cursor, when the cursor or the batch differs at ``K+1``
 (suppress it in that run); RNG streams that a resume did not bring back (restore-rng on the
-resumed run). A hypothesis names the job's own frame that called into the data pipeline, so
+resumed run); an LR scheduler whose state differs at ``after-K`` in a run that resumed
+(restore-scheduler on it). A hypothesis names the job's own frame that called into the data pipeline, so
 a verdict can point at the line of the training loop.
 
 When stage 1 already supports an RNG-state hypothesis, the rerun that the second kind
@@ -334,34 +335,74 @@ def writer_arms(
     return arms, said
 
 
+def _state_arm(run: str, intervention: str, category: str, location: str, statement: str, key: str):
+    hid = "H-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+    return Arm(
+        run=run,
+        intervention=intervention,
+        kind=category,
+        location=location,
+        hypothesis=Hypothesis(
+            id=hid,
+            statement=statement,
+            category=category,
+            rationale="state manifests at the resume boundary",
+            classification=CLASSIFICATION.get(category, Classification.unknown),
+        ),
+    )
+
+
 def rng_arms(diffs: list[PointDiff]) -> list[Arm]:
     """RNG streams a resume did not bring back: restore-rng on the resumed run."""
-    out: list[Arm] = []
     for d in diffs:
         if " saved vs " not in d.between or not d.differs("rng"):
             continue
         run = d.between[0].lower()
         streams = ", ".join(d.differs("rng"))
-        hid = "H-" + hashlib.sha256(f"resume-rng|{run}|{streams}".encode()).hexdigest()[:10]
-        out.append(
-            Arm(
-                run=run,
-                intervention="restore-rng",
-                kind="rng-state",
-                location=f"state:rng ({streams} not restored on resume)",
-                hypothesis=Hypothesis(
-                    id=hid,
-                    statement=f"run {run.upper()}'s RNG streams {streams} after step "
-                    f"{d.point.removeprefix('after-')} differ between the process that saved "
-                    "them and the one that resumed from them: the resume does not restore them",
-                    category="rng-state",
-                    rationale="state manifests at the resume boundary",
-                    classification=CLASSIFICATION.get("rng-state", Classification.unknown),
-                ),
-            )
+        statement = (
+            f"run {run.upper()}'s RNG streams {streams} after step "
+            f"{d.point.removeprefix('after-')} differ between the process that saved "
+            "them and the one that resumed from them: the resume does not restore them"
         )
-        break
-    return out
+        where = f"state:rng ({streams} not restored on resume)"
+        return [
+            _state_arm(
+                run, "restore-rng", "rng-state", where, statement, f"resume-rng|{run}|{streams}"
+            )
+        ]
+    return []
+
+
+def scheduler_arms(case: Case, diffs: list[PointDiff]) -> list[Arm]:
+    """An LR scheduler whose state differs at the last equal step, in a run that resumed:
+    the schedule may not have come back with the rest (restore-scheduler on that run). The
+    first differing step need not be the first resumed one: a schedule restarted at a resume
+    may set its first wrong rate a step later."""
+    resumed = [r.name for r in (case.run_b, case.run_a) if len(r.launch) > 1]
+    for d in diffs:
+        entries = d.differs("scalar", "scheduler")
+        if not entries or not d.point.startswith("after-"):
+            continue
+        runs = [d.between[0].lower()] if " saved vs " in d.between else resumed
+        for run in (r for r in runs if r in resumed):
+            said = ", ".join(entries[:4])
+            statement = (
+                f"run {run.upper()} resumed, and its LR scheduler state after step "
+                f"{d.point.removeprefix('after-')} differs ({d.between}: {said}): the resume "
+                "does not bring the schedule back"
+            )
+            where = f"state:scheduler ({said} not restored on resume)"
+            return [
+                _state_arm(
+                    run,
+                    "restore-scheduler",
+                    "scheduler-state",
+                    where,
+                    statement,
+                    f"resume-scheduler|{run}|{said}",
+                )
+            ]
+    return []
 
 
 def boundary_arms(
@@ -411,7 +452,7 @@ def boundary_arms(
     result.diffs = compare_records(recs, k)
     if k is not None:
         result.arms, result.said = writer_arms(case, recs, k, result.diffs, outs)
-    result.arms += rng_arms(result.diffs)
+    result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     for a in result.arms:
         if a.hypothesis.id not in ledger.state().hypotheses:
             ledger.put_hypothesis(a.hypothesis)

@@ -2,7 +2,7 @@
 trace events it can explain.
 
 The mapping is a statement of the project's contract, not knowledge of any case:
-- rng-state, optimizer-init, collectives, extra-call: the run did something the
+- rng-state, scheduler-state, optimizer-init, collectives, extra-call: the run did something the
   uninterrupted or reference run did not (lost state, an extra update, a race): a bug.
 - casts, accumulation: a different but valid arithmetic order or precision: a
   numerical-policy difference, to be matched (or accepted) deliberately.
@@ -47,6 +47,7 @@ from ..records import Classification, Finding
 
 CLASSIFICATION: dict[str, Classification] = {
     "rng-state": Classification.bug,
+    "scheduler-state": Classification.bug,
     "optimizer-init": Classification.bug,
     "collectives": Classification.bug,
     "nondeterminism": Classification.bug,
@@ -63,6 +64,7 @@ CLASSIFICATION: dict[str, Classification] = {
 
 FIX_POLICY: dict[str, str] = {
     "rng-state": "restore-rng",
+    "scheduler-state": "restore-scheduler",
     "nondeterminism": "deterministic",
     "execution-setting": "deterministic",
 }
@@ -79,6 +81,8 @@ FIX_TEXT: dict[str, str] = {
     "accumulation": "accumulate in the reference's order and dtype (or declare the new order a policy)",
     "optimizer-init": "make optimizer initialisation side-effect free: no step, decay or counter advance before the first real step",
     "collectives": "wait on async handles before reading their buffers; record_stream buffers handed to other streams; guard empty contributions",
+    "scheduler-state": "save the LR scheduler's state_dict with the checkpoint and load it on "
+    "resume, after the optimizer's",
     "environment": "align the environment variable between the runs (or pin it in the job itself)",
     "config": "the setting alone carries the difference; decide whether its two values are meant to "
     "compute differently (then declare it a numerical policy) or to be equivalent (then read the first "
