@@ -4,13 +4,12 @@ Both are launched through ``triage_agent.runs`` like any case; the launcher's ge
 behaviour (failures, timeouts, refusals, the cache) is tested in ``test_runs.py``.
 
 The DeepSpeed demo is launched exactly once per test session (run A: one launch, run B:
-two), through a session fixture; every other demo test reuses those outputs or launches
-nothing.
+two), through the session fixture ``demo`` in conftest.py; every other demo test reuses
+those outputs or launches nothing.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -23,32 +22,6 @@ from triage_agent.config import load_case
 from triage_agent.errors import InputError
 from triage_agent.metrics import diff_metrics, load_metrics
 from triage_agent.runs import materialize, materialize_case, run_key
-
-
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    """The demo case written out and both runs produced, with the venv's bin off PATH."""
-    dest = tmp_path_factory.mktemp("demo") / "case"
-    toml = write_demo_case(dest)
-    case = load_case(toml)
-    messages: list[str] = []
-    saved = os.environ["PATH"]
-    bindir = str(Path(sys.executable).parent)
-    # the launcher must be found from the interpreter running triage, not from PATH
-    kept = [p for p in saved.split(os.pathsep) if p != bindir]
-    # ...but ninja stays the one the DeepSpeed ops were built with (`make test` builds them
-    # with the venv's): ninja 1.11 and 1.13 keep incompatible logs, each rebuilds all.
-    ninja = Path(bindir) / "ninja"
-    if ninja.exists():
-        shim = tmp_path_factory.mktemp("ninja-only")
-        (shim / "ninja").symlink_to(ninja)
-        kept.insert(0, str(shim))
-    os.environ["PATH"] = os.pathsep.join(kept)
-    try:
-        result = materialize_case(case, progress=messages.append)
-    finally:
-        os.environ["PATH"] = saved
-    return case, result, messages
 
 
 @pytest.mark.slow
@@ -145,9 +118,8 @@ def test_cache_key_follows_script_and_commands(tmp_path):
 
 
 @pytest.mark.slow
-def test_trainlib_case_differs_from_the_first_step(tmp_path):
-    toml = build_trainlib_case(tmp_path)
-    case = load_case(toml)
+def test_trainlib_case_differs_from_the_first_step(tmp_path, trainlib):
+    toml, case, (run_a, run_b) = trainlib
     repo = git.Repo(case.run_a.source.repo)
     assert {t.name for t in repo.tags} == {"v0.1", "v0.2"}
     changed = repo.git.diff("--name-only", "v0.1", "v0.2").split()
@@ -155,7 +127,6 @@ def test_trainlib_case_differs_from_the_first_step(tmp_path):
     assert (case.run_a.source.rev, case.run_b.source.rev) == ("v0.1", "v0.2")
     assert "bfloat16" not in toml.read_text()
 
-    run_a, run_b = materialize_case(case)
     a = load_metrics(run_a.metrics)
     b = load_metrics(run_b.metrics)
     d = diff_metrics(a, b)

@@ -37,9 +37,19 @@ def _stage_done(ledger_path: Path, stage: str) -> bool:
     return False
 
 
+def _took_the_baselines(ws: Path, baselines) -> None:
+    """The workflow used the runs already in the workspace instead of launching them again."""
+    for run in baselines:
+        kept = [p.name for p in (ws / "runs" / run.run).glob("baseline-*")]
+        assert kept == [Path(run.out_dir).name], kept
+
+
 @pytest.mark.slow
-def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path):
-    ws = tmp_path / "ws"
+def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path, demo):
+    # the embedded case in the workspace the demo fixture launched its baselines into: what
+    # is tested here is the interrupt and the resume, not three more launches of the same runs
+    case, baselines, _ = demo
+    ws = Path(case.workspace)
     cmd = [*TRIAGE, "run", "--mismatch-step", "37", "-w", str(ws)]
     proc = subprocess.Popen(
         cmd,
@@ -82,6 +92,7 @@ def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path)
     assert rerun.data.first_step is None and rerun.data.common_steps == 41
     assert st.hypotheses[v.hypothesis].status.value == "supported"
     assert (ws / "report.html").exists() and (ws / "report.md").exists()
+    _took_the_baselines(ws, baselines)
 
     n = len(st.evidence)
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -90,8 +101,8 @@ def test_demo_run_interrupted_then_resumed_reaches_a_validated_verdict(tmp_path)
 
 
 @pytest.mark.slow
-def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(tmp_path):
-    case = load_case(build_trainlib_case(tmp_path))
+def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(trainlib):
+    _, case, baselines = trainlib  # the runs already launched: the workflow takes them
     ledger = Ledger(case.workspace)
     result = run_workflow(case, ledger, RunOptions(timeout_s=300, max_hypotheses=3))
     st = ledger.state()
@@ -109,6 +120,7 @@ def test_trainlib_case_scan_is_bounded_by_the_diff_and_the_revert_validates(tmp_
     assert reruns and reruns[-1].result == EvidenceResult.supported
     assert reruns[-1].data.reverted in changed
     assert reruns[-1].id in v.evidence
+    _took_the_baselines(Path(case.workspace), baselines)
 
 
 @pytest.mark.slow
