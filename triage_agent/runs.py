@@ -48,7 +48,7 @@ from .evidence_data import RerunData
 from .policies import PATCHES_ENV, FunctionPatch, PatchFile, patch_events
 from .process import end_side_by_side
 from .records import Artifact, Case, Evidence, EvidenceKind, EvidenceResult, Provenance, RunSpec
-from .trace_format import TRACE_GLOB
+from .trace_format import TRACE_GLOB, TRACE_SCHEMA_VERSION
 
 OUT_TOKEN = "{out}"
 OUTCOME_NAME = "outcome.json"
@@ -326,6 +326,8 @@ def _content_hash(run: RunSpec) -> str:
         spec["source_package"] = run.source.package
     spec["versions"] = library_versions()
     spec["cache_version"] = CACHE_VERSION
+    # a cached traced run written in an older trace format is re-made, never refused
+    spec["trace_schema"] = TRACE_SCHEMA_VERSION
     h.update(json.dumps(spec, sort_keys=True).encode())
     cwd = Path(run.cwd or ".")
     for argv in run.launch:
