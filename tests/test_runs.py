@@ -341,3 +341,11 @@ def test_a_single_error_line_is_still_found_when_nothing_reads_like_an_exception
     from triage_agent.runs import _last_error_line
 
     assert _last_error_line(str(log)) == "error: config file missing"
+
+
+def test_a_run_cached_in_an_older_trace_format_is_launched_again(tmp_path, monkeypatch):
+    run = _writer(tmp_path)
+    first = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    monkeypatch.setattr(runs, "TRACE_SCHEMA_VERSION", runs.TRACE_SCHEMA_VERSION + 1)
+    again = materialize(run, tmp_path / "ws", "baseline", timeout_s=60)
+    assert not again.cached and again.key != first.key and _launches(tmp_path) == 2
