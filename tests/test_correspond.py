@@ -32,10 +32,7 @@ JOB = textwrap.dedent(
     # one rank uses no shared-memory allreduce: skip building DeepSpeed's op for it, which
     # takes minutes and waits on any other build of it
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
-
-    out, stage, decay, wrap, clip = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
-    torch.manual_seed(5)
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -55,29 +52,38 @@ JOB = textwrap.dedent(
         def forward(self, x):
             return self.module(x)
 
-    net = Net()
-    model = Wrapper(net) if wrap == "wrap" else net
-    named = list(model.named_parameters())
-    if decay == "matrices":
-        params = [{"params": [p for n, p in named if p.ndim > 1]},
-                  {"params": [p for n, p in named if p.ndim == 1], "weight_decay": 0.0}]
-    else:
-        params = [p for n, p in named]
-    cfg = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
-           "zero_optimization": {"stage": stage}, "gradient_clipping": clip,
-           "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "weight_decay": 0.1,
-                                                     "torch_adam": True}},
-           "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
-    engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=cfg)
-    cap = attach_deepspeed(out, engine, outputs=("fc",))
-    for step in range(3):
-        g = torch.Generator().manual_seed(step)
-        x = torch.randint(0, 32, (4, 8), generator=g)
-        logits = engine(x)
-        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 32), x.reshape(-1))
-        engine.backward(loss)
-        engine.step()
-    cap.close()
+    def job(out, stage, decay, wrap, clip):
+        torch.manual_seed(5)
+        net = Net()
+        model = Wrapper(net) if wrap == "wrap" else net
+        named = list(model.named_parameters())
+        if decay == "matrices":
+            params = [{"params": [p for n, p in named if p.ndim > 1]},
+                      {"params": [p for n, p in named if p.ndim == 1], "weight_decay": 0.0}]
+        else:
+            params = [p for n, p in named]
+        cfg = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
+               "zero_optimization": {"stage": stage}, "gradient_clipping": clip,
+               "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "weight_decay": 0.1,
+                                                         "torch_adam": True}},
+               "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=params, config=cfg)
+        cap = attach_deepspeed(out, engine, outputs=("fc",))
+        for step in range(3):
+            g = torch.Generator().manual_seed(step)
+            x = torch.randint(0, 32, (4, 8), generator=g)
+            logits = engine(x)
+            loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, 32), x.reshape(-1))
+            engine.backward(loss)
+            engine.step()
+        cap.close()
+
+    # every job named on the command line (five arguments each), one engine after another in
+    # one process: DeepSpeed's start-up, not three steps of a small model, is what a launch costs
+    args = sys.argv[1:]
+    for k in range(0, len(args), 5):
+        out, stage, decay, wrap, clip = args[k : k + 5]
+        job(out, int(stage), decay, wrap, float(clip))
     """
 )
 
@@ -100,23 +106,28 @@ def _launch(tmp: Path, script_text: str, *args: str) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def _job(
-    tmp: Path, name: str, stage: int, decay: str = "all", wrap: str = "plain", clip: float = 0.0
-) -> Path:
-    _launch(tmp, JOB, str(tmp / name), str(stage), decay, wrap, repr(clip))
-    return tmp / name
+def _jobs(tmp: Path, jobs: dict[str, tuple[int, str, str, float]]) -> dict[str, Path]:
+    """Each job (ZeRO stage, decay groups, wrapping, clip) captured into ``tmp/<name>``, all
+    in one launch."""
+    args = []
+    for name, (stage, decay, wrap, clip) in jobs.items():
+        args += [str(tmp / name), str(stage), decay, wrap, repr(clip)]
+    _launch(tmp, JOB, *args)
+    return {name: tmp / name for name in jobs}
 
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("ds")
-    return {
-        "z1": _job(tmp, "z1", 1),
-        "z2": _job(tmp, "z2", 2, wrap="wrap"),
-        "z2m": _job(tmp, "z2m", 2, decay="matrices"),
-        "clip": _job(tmp, "clip", 1, clip=0.01),
-        "clip2": _job(tmp, "clip2", 1, clip=0.010000001),
-    }
+    return _jobs(
+        tmp_path_factory.mktemp("ds"),
+        {
+            "z1": (1, "all", "plain", 0.0),
+            "z2": (2, "all", "wrap", 0.0),
+            "z2m": (2, "matrices", "plain", 0.0),
+            "clip": (1, "all", "plain", 0.01),
+            "clip2": (1, "all", "plain", 0.010000001),
+        },
+    )
 
 
 def test_fragment_maps_resolve_every_parameter_of_the_flat_partition(captures):
