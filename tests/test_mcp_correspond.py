@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from test_correspond import _job
+from test_correspond import _jobs
 from test_mcp_bisect import _triage_mcp
 from test_mcp_support import assert_refused, run_async
 
@@ -20,12 +20,14 @@ from triage_agent.records import EvidenceKind
 def test_mcp_compare_boundaries_over_stdio(tmp_path):
     dumps = tmp_path / "dumps"
     dumps.mkdir()
-    for name, stage, kw in (
-        ("z1", 1, {}),
-        ("z2", 2, {"wrap": "wrap"}),
-        ("z2m", 2, {"decay": "matrices"}),
-    ):
-        _job(dumps, name, stage, **kw)
+    _jobs(
+        dumps,
+        {
+            "z1": (1, "all", "plain", 0.0),
+            "z2": (2, "all", "wrap", 0.0),
+            "z2m": (2, "matrices", "plain", 0.0),
+        },
+    )
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
     outside.mkdir()
     params = StdioServerParameters(
