@@ -149,6 +149,39 @@ def _cursors() -> dict[str, Any]:
     return out
 
 
+UNSAVED = "{name}.unsaved"
+
+
+def unsaved_attrs(o: Any, saved: Any) -> dict[str, Any]:
+    """A job cursor's plain attributes that its ``state_dict`` leaves out: what a checkpoint
+    of it loses, whether or not it matters. The key ``state_dict_at`` says where that
+    ``state_dict`` is defined."""
+    keys = set(saved) if isinstance(saved, dict) else set()
+    out = {
+        a: v
+        for a, v in sorted(getattr(o, "__dict__", {}).items())
+        if a not in keys and not a.startswith("__") and _plain(v)
+    }
+    if out:
+        fn = getattr(type(o).state_dict, "__code__", None)
+        if fn is not None:
+            out["state_dict_at"] = f"{fn.co_filename}:{fn.co_firstlineno}"
+    return out
+
+
+def cursor_states(cursors: dict[str, Any]) -> dict[str, Any]:
+    """Each cursor's position, and for a job's own cursor what its state_dict leaves out."""
+    out: dict[str, Any] = {}
+    for name, o in cursors.items():
+        state = cursor_state(o)
+        if state is None:
+            continue
+        out[name] = state
+        if _own_class(type(o)) and (left := unsaved_attrs(o, state)):
+            out[UNSAVED.format(name=name)] = left
+    return out
+
+
 def cursor_state(o: Any) -> Any:
     """A cursor's position as plain values, or None when it has none that is plain."""
     import torch
@@ -207,8 +240,7 @@ def state_now(
         for k, o in enumerate(scheds):
             state["scheduler" if len(scheds) == 1 else f"scheduler{k}"] = o.state_dict()
         m = build_manifest(state, label=label)
-    cursors = {k: s for k, o in _cursors().items() if (s := cursor_state(o)) is not None}
-    m.data_cursor = cursors or None
+    m.data_cursor = cursor_states(_cursors()) or None
     for name, digest in (rng_start or {}).items():
         if m.rng.get(name) == digest:
             # never seeded nor drawn from: its state is the interpreter's entropy, which

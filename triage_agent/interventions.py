@@ -14,7 +14,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``suppress pkg.mod:Qual.name@init``            suppress   only its calls before the first step do
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
-``deterministic``
+``restore-cursors`` / ``deterministic``
 ``revert path[,path...]``                      revert     files back to the other run's revision
 =============================================  =========  ===========================================
 
@@ -104,7 +104,7 @@ class ReplaceIntervention(BaseModel):
 
 class PolicyIntervention(BaseModel):
     kind: Literal["policy"] = "policy"
-    policy: Literal["restore-rng", "restore-scheduler", "deterministic"]
+    policy: Literal["restore-rng", "restore-scheduler", "restore-cursors", "deterministic"]
 
 
 class RevertIntervention(BaseModel):

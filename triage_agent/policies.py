@@ -14,6 +14,8 @@ Policies:
 - ``restore-scheduler``: every LR scheduler's state saved when ``MetricLog.log(K)`` returns and
   loaded into the schedulers of a process that opens its log with ``resumed_from=K``: for a
   job with its own checkpoint code whose resume leaves the schedule where a fresh one starts.
+- ``restore-cursors``: the same for the plain attributes that the ``state_dict`` of each of the
+  job's data cursors leaves out (:func:`triage_agent.boundary_capture.unsaved_attrs`).
 - ``deterministic``: ``torch.use_deterministic_algorithms(True)``, cuDNN deterministic and
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
   A job with its own checkpoint code is reached through the steps it reports: the streams
@@ -180,23 +182,50 @@ def _schedulers_restore(states: list[Any]) -> None:
             sched.load_state_dict(state)
 
 
+def _unsaved_now() -> dict[str, dict[str, Any]]:
+    from .boundary_capture import _cursors, _own_class, cursor_state, unsaved_attrs
+
+    out = {}
+    for name, o in _cursors().items():
+        if _own_class(type(o)) and (left := unsaved_attrs(o, cursor_state(o))):
+            left.pop("state_dict_at", None)
+            out[name] = left
+    return out
+
+
+def _unsaved_restore(snap: dict[str, dict[str, Any]]) -> None:
+    from .boundary_capture import _cursors
+
+    live = _cursors()
+    for name, attrs in snap.items():
+        if name in live:
+            for attr, value in attrs.items():
+                setattr(live[name], attr, value)
+
+
+def _on_metrics(patch: Callable[[Any], None]) -> None:
+    name = "triage_agent.metrics"
+    if name in sys.modules:
+        patch(sys.modules[name])
+    else:
+        on_import({name: [patch]})
+
+
+def _restore_cursors() -> None:
+    _on_metrics(lambda metrics: _carry_at_steps(metrics, "cursors", _unsaved_now, _unsaved_restore))
+
+
 def _restore_scheduler() -> None:
     # A DeepSpeed engine checkpoint holds its scheduler already; this reaches the schedulers
     # of a job with its own checkpoint code, through the steps it reports.
-    name = "triage_agent.metrics"
-
-    def patch(metrics: Any) -> None:
-        _carry_at_steps(
+    _on_metrics(
+        lambda metrics: _carry_at_steps(
             metrics,
             "scheduler",
             lambda: [s.state_dict() for s in _schedulers()],
             _schedulers_restore,
         )
-
-    if name in sys.modules:
-        patch(sys.modules[name])
-    else:
-        on_import({name: [patch]})
+    )
 
 
 def _restore_rng_engine(engine: Any) -> None:
@@ -241,6 +270,7 @@ def _deterministic() -> None:
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
+    "restore-cursors": _restore_cursors,
     "deterministic": _deterministic,
 }
 
@@ -249,6 +279,8 @@ POLICY_HELP: dict[str, str] = {
     "logs, and restore it on resume",
     "restore-scheduler": "save every LR scheduler's state at each step the job logs and load it "
     "into the resumed process's schedulers",
+    "restore-cursors": "save the attributes each data cursor's state_dict leaves out at each step "
+    "the job logs and set them on the resumed process's cursors",
     "deterministic": "torch.use_deterministic_algorithms(True), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG",
 }
 

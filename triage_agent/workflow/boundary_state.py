@@ -17,7 +17,8 @@ the intervention that tests them: a function only one run calls between ``after-
 ``step-K+1`` that writes a data cursor, when the cursor or the batch differs at ``K+1``
 (suppress it in that run); RNG streams that a resume did not bring back (restore-rng on the
 resumed run); an LR scheduler whose state differs at ``after-K`` in a run that resumed
-(restore-scheduler on it). A hypothesis names the job's own frame that called into the data pipeline, so
+(restore-scheduler on it); attributes a job's data cursor leaves out of its state_dict that
+the resume lost (restore-cursors on the resumed run, the place that state_dict). A hypothesis names the job's own frame that called into the data pipeline, so
 a verdict can point at the line of the training loop.
 
 When stage 1 already supports an RNG-state hypothesis, the rerun that the second kind
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..boundary_capture import BoundaryConfig, launch_env, read_reports
+from ..boundary_capture import UNSAVED, BoundaryConfig, launch_env, read_reports
 from ..errors import InputError
 from ..evidence_data import ManifestData
 from ..interventions import parse_intervention, rerun
@@ -215,6 +216,17 @@ def _pick(recs: list[BoundaryRecord], point: str, rank: int, pid: int | None = N
     return found[-1] if found else None
 
 
+def _round_trip(recs: list[BoundaryRecord], k: int, rank: int):
+    """(saved, resumed): the state one process reached at step K and the state another
+    rebuilt from it, when the run resumed there."""
+    both = [r for r in recs if r.point == f"after-{k}" and r.rank == rank]
+    resumed = _pick(recs, f"step-{k + 1}", rank)
+    saved = [r for r in both if resumed is None or r.pid != resumed.pid]
+    if resumed is None or not saved or len(both) < 2:
+        return None
+    return saved[-1], _pick(both, f"after-{k}", rank, resumed.pid)
+
+
 def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[PointDiff]:
     """Every pair of records the module docstring lists, diffed."""
     diffs: list[PointDiff] = []
@@ -240,13 +252,9 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
         if k is None:
             continue
         for run in ("a", "b"):
-            # the state a process reached at step K and the state another rebuilt from it
-            both = [r for r in recs[run] if r.point == f"after-{k}" and r.rank == rank]
-            resumed = _pick(recs[run], nxt, rank)
-            saved = [r for r in both if resumed is None or r.pid != resumed.pid]
-            if resumed is not None and saved and len(both) > 1:
-                after = _pick(both, f"after-{k}", rank, resumed.pid)
-                d = diff_manifests(saved[-1].manifest, after.manifest)
+            trip = _round_trip(recs[run], k, rank)
+            if trip is not None:
+                d = diff_manifests(trip[0].manifest, trip[1].manifest)
                 who = run.upper()
                 diffs.append(
                     PointDiff(
@@ -405,6 +413,46 @@ def scheduler_arms(case: Case, diffs: list[PointDiff]) -> list[Arm]:
     return []
 
 
+def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
+    """Attributes of a job's data cursor that its state_dict leaves out, and that differ
+    between the process that saved at step K and the one that resumed from it: a checkpoint
+    loses them (restore-cursors on the resumed run). The place is that state_dict."""
+    if k is None:
+        return []
+    for run in ("b", "a"):
+        for rank in sorted({r.rank for r in recs[run]}):
+            trip = _round_trip(recs[run], k, rank)
+            if trip is None:
+                continue
+            saved, back = (t.manifest.data_cursor or {} for t in trip)
+            for name in sorted(saved):
+                if not name.endswith(UNSAVED.format(name="")):
+                    continue
+                was, now = saved[name], back.get(name) or {}
+                lost = [a for a in was if a != "state_dict_at" and was[a] != now.get(a)]
+                if not lost:
+                    continue
+                cls = name.removesuffix(UNSAVED.format(name=""))
+                at = was.get("state_dict_at", cls)
+                said = ", ".join(f"{a} {was[a]!r} saved, {now.get(a)!r} resumed" for a in lost[:3])
+                statement = (
+                    f"run {run.upper()}'s data cursor {cls} after step {k}: {said}; its state_dict "
+                    f"({at}) leaves {', '.join(lost[:3])} out, so the resume does not bring it back"
+                )
+                where = f"{at} ({cls}.state_dict leaves out {', '.join(lost[:3])})"
+                return [
+                    _state_arm(
+                        run,
+                        "restore-cursors",
+                        "cursor-state",
+                        where,
+                        statement,
+                        f"resume-cursor|{run}|{cls}|{','.join(lost)}",
+                    )
+                ]
+    return []
+
+
 def boundary_arms(
     case: Case,
     ledger: Ledger,
@@ -453,6 +501,7 @@ def boundary_arms(
     if k is not None:
         result.arms, result.said = writer_arms(case, recs, k, result.diffs, outs)
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
+    result.arms += cursor_arms(recs, k)
     for a in result.arms:
         if a.hypothesis.id not in ledger.state().hypotheses:
             ledger.put_hypothesis(a.hypothesis)

@@ -2,8 +2,9 @@
 trace events it can explain.
 
 The mapping is a statement of the project's contract, not knowledge of any case:
-- rng-state, scheduler-state, optimizer-init, collectives, extra-call: the run did something the
-  uninterrupted or reference run did not (lost state, an extra update, a race): a bug.
+- rng-state, scheduler-state, cursor-state, optimizer-init, collectives, extra-call: the run
+  did something the uninterrupted or reference run did not (lost state, an extra update, a
+  race): a bug.
 - casts, accumulation: a different but valid arithmetic order or precision: a
   numerical-policy difference, to be matched (or accepted) deliberately.
 - nondeterminism: a kernel whose result depends on scheduling: a bug against the
@@ -48,6 +49,7 @@ from ..records import Classification, Finding
 CLASSIFICATION: dict[str, Classification] = {
     "rng-state": Classification.bug,
     "scheduler-state": Classification.bug,
+    "cursor-state": Classification.bug,
     "optimizer-init": Classification.bug,
     "collectives": Classification.bug,
     "nondeterminism": Classification.bug,
@@ -65,6 +67,7 @@ CLASSIFICATION: dict[str, Classification] = {
 FIX_POLICY: dict[str, str] = {
     "rng-state": "restore-rng",
     "scheduler-state": "restore-scheduler",
+    "cursor-state": "restore-cursors",
     "nondeterminism": "deterministic",
     "execution-setting": "deterministic",
 }
@@ -83,6 +86,8 @@ FIX_TEXT: dict[str, str] = {
     "collectives": "wait on async handles before reading their buffers; record_stream buffers handed to other streams; guard empty contributions",
     "scheduler-state": "save the LR scheduler's state_dict with the checkpoint and load it on "
     "resume, after the optimizer's",
+    "cursor-state": "make the data cursor's state_dict return every attribute its position "
+    "depends on (load_state_dict then restores them)",
     "environment": "align the environment variable between the runs (or pin it in the job itself)",
     "config": "the setting alone carries the difference; decide whether its two values are meant to "
     "compute differently (then declare it a numerical policy) or to be equivalent (then read the first "

@@ -530,6 +530,18 @@ def decide(
                 ledger.note(f"the fix cannot be validated by a revert: {exc}", level="warning")
     if fix_ev is not None:
         chain.append(fix_ev.id)
+    explained = trace is not None and (
+        hyp.id in trace.explains or hyp.id == trace.origin_hypothesis
+    )
+    if not explained and (fix_ev is None or fix_ev.result != EvidenceResult.supported):
+        # A reproducer shows the site misbehaves in isolation; only the runs can show it is
+        # this mismatch's cause: a trace origin it explains, or its fix making every step match.
+        ledger.note(
+            f"{hyp.id} is backed by a reproducer alone: no trace origin it explains, and its "
+            + ("fix was not run" if fix_ev is None else f"fix did not hold ({fix_ev.summary})")
+            + "; it is not taken as the verdict"
+        )
+        return _unknown(ledger, rep, trace, chain)
     if (
         policy in EXECUTION_POLICIES
         and fix_ev is not None
