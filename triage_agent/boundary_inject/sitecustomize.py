@@ -1,6 +1,6 @@
-"""Start-up hook for a state-capture or write-watch relaunch, run by the injected bootstrap's
-chaining (it stands next on the path); all logic lives in triage_agent.boundary_capture and
-triage_agent.workflow.write_recorder."""
+"""Start-up hook for a state-capture or write-watch relaunch: Python's own when the launch
+injects nothing else, else run by the injected bootstrap's chaining (it stands next on the
+path); all logic lives in triage_agent.boundary_capture and triage_agent.workflow.write_recorder."""
 
 import os as _os
 
