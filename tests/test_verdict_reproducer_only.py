@@ -39,3 +39,23 @@ def test_a_reproducer_alone_with_nothing_in_the_runs_behind_it_is_no_verdict(tmp
     assert v.classification == Classification.unknown, v
     notes = [str(n.get("message", n)) for n in ledger.state().notes]
     assert any(f"{hyp.id} is backed by a reproducer alone" in n for n in notes), notes
+
+
+def test_a_reproducer_supported_site_gives_way_to_a_cause_an_intervention_proved(tmp_path):
+    from test_ledger_support import add_evidence
+
+    from triage_agent.records import EvidenceKind, EvidenceResult, HypothesisStatus
+    from triage_agent.workflow.engine import _candidates
+
+    ledger = Ledger(str(tmp_path / "ws"))
+    isolated = supported_hypothesis(
+        ledger, "the engine drops RNG state: lib/engine.py:40", "rng-state"
+    )
+    proven = supported_hypothesis(
+        ledger, "the sampler's state_dict leaves its offset out", "cursor-state", EvidenceKind.rerun
+    )
+    add_evidence(ledger, proven.id, EvidenceResult.supported, EvidenceKind.rerun)
+    assert [h.id for h in _candidates(ledger, None)] == [proven.id]
+    st = ledger.state()
+    assert st.hypotheses[isolated.id].status == HypothesisStatus.inconclusive
+    assert st.hypotheses[proven.id].status == HypothesisStatus.supported

@@ -421,22 +421,27 @@ def _candidates(ledger: Ledger, trace: Stage2Result | None) -> list[Hypothesis]:
     every step match is proven by the runs themselves, whatever the trace shows.
     """
     supported = _supported(ledger)
+    proven = [h for h in supported if validated_by_rerun(ledger, h.id) is not None]
     if trace is None or trace.origin is None:
-        return supported
-    keep = [
-        h
-        for h in supported
-        if h.id in trace.explains
-        or h.id == trace.origin_hypothesis
-        or validated_by_rerun(ledger, h.id) is not None
-    ]
+        if not proven:
+            return supported
+        # one change made every step match: a reproducer's support of another site, with
+        # nothing observed in these runs that it explains, does not make that site a cause
+        keep = proven
+        why = f"while {proven[0].id}'s intervention made every step match"
+    else:
+        keep = [
+            h
+            for h in supported
+            if h.id in trace.explains or h.id == trace.origin_hypothesis or h in proven
+        ]
+        why = f"do not explain the observed first divergence ({trace.origin_location})"
     dropped = [h.id for h in supported if h not in keep]
     if dropped:
         ledger.note(
-            f"supported hypotheses {', '.join(dropped)} do not explain the observed first divergence "
-            f"({trace.origin_location}); they are not taken as its cause and are marked "
-            "inconclusive: what supported them holds for their site in isolation, not for this "
-            "mismatch"
+            f"supported hypotheses {', '.join(dropped)} {why}; they are not taken as its cause "
+            "and are marked inconclusive: what supported them holds for their site in "
+            "isolation, not for this mismatch"
         )
     for hid in dropped:
         ledger.update_hypothesis(hid, status=HypothesisStatus.inconclusive)
