@@ -121,11 +121,14 @@ def test_evidence_recorded_again_after_a_verdict_is_not_ignored(tmp_path):
     ledger = Ledger(case.workspace)
     first = run_workflow(case, ledger, RunOptions(budget_minutes=5))
     assert first.verdict.classification.value == "unknown"
-    # A reproducer's evidence recorded before the verdict is recorded again after it (work
-    # redone after an interruption): same id, same 'created', new result.
+    # An intervention's rerun recorded before the verdict is recorded again after it (work
+    # redone after an interruption): same id, same 'created', new result. (A reproducer
+    # alone would not do: with no traced origin it explains it is never the verdict.)
     h = ledger.put_hypothesis(Hypothesis(statement="B casts through bf16", category="casts"))
     then = "2000-01-01T00:00:00.000+00:00"
-    ev = add_evidence(ledger, h.id, EvidenceResult.inconclusive, summary="timed out", created=then)
+    ev = add_evidence(
+        ledger, h.id, EvidenceResult.inconclusive, EvidenceKind.rerun, "timed out", created=then
+    )
     ledger.add_evidence(ev.model_copy(update={"result": EvidenceResult.supported}))
     ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[ev.id])
     second = run_workflow(case, ledger, RunOptions(budget_minutes=5))

@@ -223,7 +223,9 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
         # they do (neither depends on the other), and what it supports says what to start
         # beside them.
         state_found = state_arms(meanwhile=stage1)
-    else:
+    elif not (_proven(ledger) and _scanned(ledger, rep.step)):
+        # A cause an intervention already proved at this step leaves nothing for the
+        # remaining reproducers to decide: a finished workflow run again does no new work.
         stage1()
     supported = _supported(ledger)
     where: dict[str, str] = {}  # hypothesis id -> the location an arm of it names
@@ -388,6 +390,13 @@ def _ranked(ledger: Ledger, hyps: list[Hypothesis]) -> list[Hypothesis]:
 def _proven(ledger: Ledger) -> bool:
     """Some supported hypothesis has an intervention that made every step match."""
     return any(validated_by_rerun(ledger, h.id) for h in _supported(ledger))
+
+
+def _scanned(ledger: Ledger, step: int) -> bool:
+    return any(
+        s.get("stage") == "scan" and s.get("status") == "done" and s.get("step") == step
+        for s in ledger.state().stages
+    )
 
 
 def _supported(ledger: Ledger) -> list[Hypothesis]:
