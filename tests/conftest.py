@@ -4,6 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from triage_agent.jit_ops import use_environment_default
+
+# Before any test starts a process: tests launch `deepspeed` and `python` themselves too, and
+# they must find the ops `make test`'s `triage ops build` built for this environment, not
+# rebuild them for minutes inside a timeout. It moves where builds are cached, nothing else.
+use_environment_default()
+
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory):

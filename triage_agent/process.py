@@ -18,6 +18,11 @@ so they all behave the same way:
   every command still running, group and marker alike (:mod:`.process_guard` says why
   neither a parent-death signal nor reaping at the next run would do);
 - stdout and stderr go to files, each capped in size (the rest is drained, not kept);
+- where the user has not set ``TORCH_EXTENSIONS_DIR``, importing this module sets it in this
+  process's environment to this environment's own C++ extension build directory
+  (:func:`triage_agent.jit_ops.use_environment_default`), so every environment a caller
+  builds from ``os.environ`` carries it and every launch finds the ops ``triage ops build``
+  built. It says where builds are cached, never what a job computes;
 - what dead jobs left that would hang this one (a C++ build lock no process holds, DeepSpeed
   shm buffers no process maps) is removed before and after, in one place
   (:func:`clear_leftovers`), and said in ``housekeeping``;
@@ -48,12 +53,16 @@ from typing import BinaryIO
 from pydantic import BaseModel, Field
 
 from .errors import InputError
-from .jit_ops import clear_stale_locks, lock_notes
+from .jit_ops import clear_stale_locks, lock_notes, use_environment_default
 from .process_guard import KILL_GRACE_S, MARKER_ENV, PROC, end_all, marker_of, start_time
 from .records import utcnow
 from .shm_buffers import buffer_note, clear_dead_buffers
 
 DEFAULT_OUTPUT_CAP = 4 << 20
+
+# Before any caller builds a launch environment: torch's own default directory is shared by
+# every environment of the user, each rebuilding the ops the other built (minutes a launch).
+use_environment_default()
 
 
 class ProcessResult(BaseModel):

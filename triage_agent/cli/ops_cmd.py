@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--op", help="a DeepSpeed builder name (repeatable)"),
         ] = None,
     ) -> None:
-        from ..jit_ops import DEFAULT_OPS, build_ops, extensions_root, lock_notes, ninja_on_path
+        from ..jit_ops import DEFAULT_OPS, build_ops, lock_notes, ninja_on_path
 
         with console.status("building ops", spinner="dots") as status:
             results, removed = build_ops(
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
             detail = "" if r.status == "ready" else r.detail
             t.add_row(r.name, f"[{colour[r.status]}]{r.status}[/]", f"{r.seconds:.1f}", detail)
         console.print(t)
-        typer.echo(f"build root: {extensions_root()}; ninja: {ninja_on_path()}")
+        typer.echo(f"{_root_line()}; ninja: {ninja_on_path()}")
         failed = [r for r in results if r.status == "failed"]
         if failed:
             err_console.print(
@@ -61,13 +61,14 @@ def register(app: typer.Typer) -> None:
     def locks(
         clear: Annotated[bool, typer.Option("--clear", help="remove the dead ones")] = False,
     ) -> None:
-        from ..jit_ops import clear_stale_locks, extensions_root, lock_files, stale_locks
+        from ..jit_ops import clear_stale_locks, lock_files, stale_locks
         from ..shm_buffers import SHM_DIR, buffer_note, clear_dead_buffers, dead_buffers
 
+        typer.echo(_root_line())
         every = lock_files()
         dead = {str(p) for p in stale_locks()}
         if not every:
-            typer.echo(f"no build locks under {extensions_root()}")
+            typer.echo("no build locks there")
         for p in every:
             state = "dead" if str(p) in dead else "held"
             typer.echo(f"{state}  {p}")  # whole paths, never wrapped
@@ -81,3 +82,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"removed {len(removed)} dead lock(s)")
             for n in buffer_note(*clear_dead_buffers()):
                 typer.echo(n)
+
+
+def _root_line() -> str:
+    """The build root and why it is that one: the user's variable, or this environment's own."""
+    from ..jit_ops import extensions_root, extensions_root_source
+
+    return f"build root: {extensions_root()} ({extensions_root_source()})"

@@ -1,9 +1,9 @@
 """Build the native tracer on first use, and load it from the build cache after that.
 
 The extension is built with ``torch.utils.cpp_extension.load``, the way DeepSpeed builds its
-JIT ops: under the torch extensions root (``$TORCH_EXTENSIONS_DIR`` or
-``~/.cache/torch_extensions/py<ver>_<cuda>/``), rebuilt only when a source or a flag
-changes, one builder at a time (torch's build lock; a lock left by a killed builder is
+JIT ops: under the extensions root DeepSpeed's ops use (:func:`triage_agent.jit_ops.extensions_root`:
+the user's ``$TORCH_EXTENSIONS_DIR``, else this environment's own), rebuilt only when a
+source or a flag changes, one builder at a time (torch's build lock; a lock left by a killed builder is
 removed by :func:`triage_agent.jit_ops.clear_stale_locks`). A CUDA build
 (``triage_native_cuda``) is made where torch sees a GPU and a CUDA toolkit; otherwise a
 host-only build (``triage_native_cpu``) that digests CPU tensors and observes ops the same
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import threading
 from pathlib import Path
 from types import ModuleType
+
+from ...jit_ops import extensions_root, use_environment_default
 
 SOURCE_DIR = Path(__file__).resolve().parent
 HOST_SOURCES = ("capture.cpp", "bindings.cpp")
@@ -43,17 +44,10 @@ def build_name() -> str:
 
 
 def build_directory(name: str) -> Path:
-    """Where torch's ``cpp_extension.load`` builds ``name``: its rule, without importing it
-    (``cpp_extension`` imports setuptools, a second of every rank's start-up)."""
-    import torch
-
-    env = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if env:
-        return Path(env) / name
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    cu = "cpu" if torch.version.cuda is None else f"cu{torch.version.cuda.replace('.', '')}"
-    py = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
-    return Path(cache).resolve() / "torch_extensions" / f"{py}_{cu}" / name
+    """Where torch's ``cpp_extension.load`` builds ``name`` (:func:`build` sets the root), found
+    without importing it (``cpp_extension`` imports setuptools, a second of every rank's
+    start-up)."""
+    return extensions_root() / name
 
 
 def built_library() -> tuple[Path | None, str]:
@@ -91,6 +85,7 @@ def build(verbose: bool = False) -> ModuleType:
     """Compile (or load the cached build of) the extension; raises if it cannot be built."""
     from torch.utils import cpp_extension
 
+    use_environment_default()  # the root build_directory() names, the one DeepSpeed's ops use
     cuda = wants_cuda()
     sources = _sources(cuda)
     # NDEBUG as libtorch is built: RecordFunction has debug-only members, so without it the
