@@ -68,7 +68,7 @@ def extensions_root_source() -> str:
     env = os.environ.get(EXTENSIONS_ENV)
     if env and Path(env) != environment_default():
         return f"the user's {EXTENSIONS_ENV}"
-    return f"this environment's default ({EXTENSIONS_ENV} not set by the user)"
+    return f"this environment's default; the user set no {EXTENSIONS_ENV}"
 
 
 def use_environment_default() -> Path:
@@ -155,7 +155,7 @@ def _ninja_version(exe: str | None) -> str:
 
 
 @contextmanager
-def _runs_ninja_first() -> Iterator[None]:
+def runs_ninja_first() -> Iterator[None]:
     """Build with the ninja launched runs use, the one the directory's tag names."""
     saved = os.environ.get("PATH")
     os.environ["PATH"] = runs_path()
@@ -228,12 +228,14 @@ def build_ops(
     """Build (or load, when cached) the native tracer and each DeepSpeed op this accelerator
     offers.
 
-    Returns the per-op results and the dead locks removed first. An op the accelerator does
+    They go to :func:`extensions_root` (this environment's default where the user set none,
+    and from now on in this process's environment too) and are built with the ninja launched
+    runs use. Returns the per-op results and the dead locks removed first. An op the accelerator does
     not provide, or that DeepSpeed reports incompatible here, is skipped with the reason.
     """
     use_environment_default()
     removed = clear_stale_locks()
-    with _runs_ninja_first():
+    with runs_ninja_first():
         results = _build_all(ops, progress)
     return results, removed
 

@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from ...jit_ops import extensions_root, use_environment_default
+from ...jit_ops import extensions_root, runs_ninja_first, use_environment_default
 
 SOURCE_DIR = Path(__file__).resolve().parent
 HOST_SOURCES = ("capture.cpp", "bindings.cpp")
@@ -91,15 +91,16 @@ def build(verbose: bool = False) -> ModuleType:
     # NDEBUG as libtorch is built: RecordFunction has debug-only members, so without it the
     # inline accessors would read a different layout than the library wrote
     cflags = ["-O3", "-DNDEBUG"] + (["-DTRIAGE_WITH_CUDA"] if cuda else [])
-    return cpp_extension.load(
-        name=build_name(),
-        sources=[str(s) for s in sources],
-        extra_cflags=cflags,
-        extra_cuda_cflags=["-O3"],
-        extra_include_paths=[str(SOURCE_DIR)],
-        with_cuda=cuda,
-        verbose=verbose,
-    )
+    with runs_ninja_first():
+        return cpp_extension.load(
+            name=build_name(),
+            sources=[str(s) for s in sources],
+            extra_cflags=cflags,
+            extra_cuda_cflags=["-O3"],
+            extra_include_paths=[str(SOURCE_DIR)],
+            with_cuda=cuda,
+            verbose=verbose,
+        )
 
 
 def load(verbose: bool = False, *, build_missing: bool = True) -> ModuleType | None:
