@@ -20,7 +20,9 @@ came through and the job's frame that called it: what moved a cursor between two
 
 Only reads: nothing here draws a random number or changes a value the job computes with.
 With ``stop`` the process exits (status 0) once ``step-K+1`` is written: the steps after it
-add nothing to what the record says.
+add nothing to what the record says. Without it the run goes on to its end as it would
+without the capture (a baseline launched when the mismatch step is known beforehand carries
+it, and its records spare the state relaunch).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import inspect
 import os
 import sys
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -379,16 +382,26 @@ class _Capture:
         self.rng_start: dict[str, str] = {}
 
     def install(self) -> None:
-        import torch
+        """At start-up. Nothing here imports torch: the hook is set once the job imports it,
+        and a process that never does (DeepSpeed's py-cpuinfo probes) pays for reading the
+        config alone. Each stream's start is taken when its module is first imported, before
+        the job can seed it."""
+        import random
 
-        from .manifest import rng_streams
+        from .manifest import _sha
         from .policies import on_import
 
-        try:
-            import numpy.random  # noqa: F401 - its global stream exists from here on
-        except ImportError:
-            pass
-        self.rng_start = rng_streams()
+        self.rng_start["python"] = _sha(random.getstate())
+        pending: dict[str, list[Callable[[Any], None]]] = {}
+        for name, then in (
+            ("numpy.random", self.numpy_imported),
+            ("torch", self.torch_imported),
+            ("triage_agent.metrics", self.patch_metrics),
+        ):
+            if name in sys.modules:
+                then(sys.modules[name])
+            else:
+                pending[name] = [then]
         # just before the path finder: any finder that patches a module on import stays
         # ahead of this one and still sees every module first
         at = next(
@@ -396,11 +409,19 @@ class _Capture:
             len(sys.meta_path),
         )
         sys.meta_path.insert(at, _OwnModules(os.getcwd(), self.watch))
+        if pending:
+            on_import(pending)
+
+    def numpy_imported(self, nprandom: Any) -> None:
+        from .manifest import _sha
+
+        self.rng_start["numpy"] = _sha(nprandom.get_state())
+
+    def torch_imported(self, torch: Any) -> None:
+        from .manifest import _sha
+
+        self.rng_start["torch_cpu"] = _sha(torch.get_rng_state())
         self.hook = torch.nn.modules.module.register_module_forward_pre_hook(self.on_forward)
-        if "triage_agent.metrics" in sys.modules:
-            self.patch_metrics(sys.modules["triage_agent.metrics"])
-        else:
-            on_import({"triage_agent.metrics": [self.patch_metrics]})
 
     def write(self, point: str, batch: tuple | None = None, writes: list | None = None) -> None:
         try:
@@ -437,6 +458,11 @@ class _Capture:
     def on_forward(self, module, args):
         import torch
 
+        # First, before any state is read: inlined into a compiled module's frame this is
+        # the whole hook, so the graph holds nothing of it and guards on none of its state
+        # (the outermost call of a compiled module runs its hooks eagerly, and records).
+        if torch.compiler.is_compiling():
+            return None
         if self.done or not torch.is_grad_enabled():
             return None
         if not self.first_forward:
@@ -455,10 +481,11 @@ class _Capture:
         return None
 
     def finish(self) -> None:
+        # The hook stays registered: a compiled module guards on the global hooks, and
+        # removing one mid-run would recompile it (and may reach the recompile limit, where
+        # it runs eager: other bits) in a run that goes on.
         self.done = True
         self.watch.on = False
-        if self.hook is not None:
-            self.hook.remove()
         if self.cfg.stop:
             sys.stdout.flush()
             sys.stderr.flush()

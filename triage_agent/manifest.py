@@ -143,9 +143,8 @@ def _walk(obj: Any, path: str, m: StateManifest, depth: int = 0) -> None:
 
 
 def _sha(obj: Any) -> str:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
+    torch = sys.modules.get("torch")  # not imported: nothing here is a tensor
+    if torch is not None and isinstance(obj, torch.Tensor):
         return tensor_entry(obj).sha256
     return hashlib.sha256(pickle.dumps(obj, protocol=4)).hexdigest()
 

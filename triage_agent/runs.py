@@ -93,6 +93,9 @@ class LaunchChanges(BaseModel):
         return not (self.env or self.patches or self.source_digest or self.described)
 
 
+STATE_RECORDS = "state/records"  # under a run's directory: the state a launch captured
+
+
 class RunOutcome(BaseModel):
     run: str
     label: str
@@ -132,6 +135,11 @@ class RunOutcome(BaseModel):
         default_factory=list, description="the duration of each command, in order"
     )
     provenance: Provenance | None = None
+    state_after: int | None = Field(
+        default=None,
+        description="K when the launch also captured the state after initialisation and around "
+        f"step K (records in {STATE_RECORDS}/); None when it captured none",
+    )
 
     @property
     def ok(self) -> bool:
@@ -485,6 +493,13 @@ def _reusable(done: Path) -> RunOutcome | None:
     return prev
 
 
+def finished(run: RunSpec, workspace: Path, label: str = "baseline") -> RunOutcome | None:
+    """The finished outputs :func:`materialize` would reuse for ``run`` under ``label`` (no
+    policies, capture or changes), or None; never launches anything."""
+    key = run_key(run, [], None, LaunchChanges())
+    return _reusable((Path(workspace) / "runs" / run.name / f"{label}-{key}") / OUTCOME_NAME)
+
+
 def materialize(
     run: RunSpec,
     workspace: Path,
@@ -496,11 +511,16 @@ def materialize(
     reuse: bool = True,
     progress: Progress | None = None,
     changes: LaunchChanges | None = None,
+    state_after: int | None = None,
 ) -> RunOutcome:
     """Launch ``run`` into ``workspace/runs/<name>/<label>-<key>``; reuse a finished one.
 
     ``changes`` are a rerun's environment overrides and function patches (see
-    :mod:`triage_agent.interventions`); they are part of the key. Raises InputError for a
+    :mod:`triage_agent.interventions`); they are part of the key. ``state_after`` K: a
+    launch also captures the state at step boundaries (after initialisation, after step K,
+    at step K+1) without stopping the run (:mod:`triage_agent.boundary_capture`, which only
+    reads), into ``<out>/state/records``. It is not part of the key: what the run computes
+    is the same with it or without, and a reused run keeps what it captured, if anything. Raises InputError for a
     run that cannot be launched (no commands, nothing under ``{out}``, a missing program or
     working directory, an unresolvable source revision). A run that starts and then fails
     comes back with ``ok`` false and ``error`` set.
@@ -529,6 +549,9 @@ def materialize(
         shutil.rmtree(out)  # a failed, unfinished or refused attempt: start clean
     out.mkdir(parents=True)
     argvs = [expand(a, out) for a in run.launch]
+    job_env = dict(env)  # what the job's provenance records: the capture's variables are ours
+    if state_after is not None:
+        env.update(_state_capture_env(out, state_after, env.get("PYTHONPATH")))
     report = out / "patches.report.jsonl"
     if changes.patches:
         spec = PatchFile(patches=changes.patches, report=str(report))
@@ -545,9 +568,10 @@ def materialize(
         cwd=str(Path(run.cwd or ".").resolve()),
         env_overrides=changes.env,
         interventions=changes.described,
+        state_after=state_after,
         provenance=provenance(
             repos={run.name: run.cwd} if run.cwd else None,
-            environ=env,
+            environ=job_env,
             import_torch="torch" in sys.modules,
         ),
     )
@@ -603,6 +627,17 @@ def materialize(
     return outcome
 
 
+def _state_capture_env(out: Path, k: int, pythonpath: str | None) -> dict[str, str]:
+    from .boundary_capture import BoundaryConfig
+    from .boundary_capture import launch_env as capture_env
+
+    cfg = out / "state" / "config.json"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    records = BoundaryConfig(out_dir=str(out / STATE_RECORDS), after_step=k, stop=False)
+    cfg.write_text(records.model_dump_json())
+    return capture_env(cfg, pythonpath)
+
+
 def materialize_both(
     case: Case, workspace: Path, label: str, **kw: Any
 ) -> tuple[RunOutcome, RunOutcome]:
@@ -625,15 +660,25 @@ def materialize_case(
     progress: Progress | None = None,
     *,
     check: bool = True,
+    state_after: int | None = None,
 ) -> tuple[RunOutcome, RunOutcome]:
     """Produce (or reuse) the untraced baselines of runs A and B, with the case's timeout.
 
     The label is "baseline", so these are the same cached outputs the workflow uses.
     ``workspace`` defaults to the case's. With ``check`` a failed run raises InputError
     carrying its ``error``; without it both outcomes come back as they are.
+    ``state_after``: launched now, they also capture the state around that step
+    (:func:`materialize`'s); a cached baseline is reused as it is.
     """
     ws = Path(workspace if workspace is not None else case.workspace)
-    outs = materialize_both(case, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
+    outs = materialize_both(
+        case,
+        ws,
+        "baseline",
+        timeout_s=case.timeout_s,
+        progress=progress,
+        state_after=state_after,
+    )
     if check:
         for o in outs:
             if not o.ok:

@@ -3,7 +3,9 @@ step, diffed entry by entry, and what moved a data cursor between two steps test
 
 One short relaunch of each run (in parallel) with :mod:`triage_agent.boundary_capture`
 injected; each process stops at the first forward of the first differing step, so nothing
-after it runs. With ``K`` the last step whose metric bits match, the records compared are:
+after it runs. When the mismatch step was known before the baselines launched, they carried
+the capture themselves and nothing is relaunched; the first arm's rerun then starts at once,
+beside stage 1. With ``K`` the last step whose metric bits match, the records compared are:
 
 - ``init`` of A against ``init`` of B: parameters, master weights, moments, step counters,
   schedulers, RNG streams and data cursors once initialisation is over;
@@ -49,7 +51,14 @@ from ..ledger import Ledger
 from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
 from ..process import end_side_by_side
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
-from ..runs import LaunchChanges, RunOutcome, launches_started, materialize
+from ..runs import (
+    STATE_RECORDS,
+    LaunchChanges,
+    RunOutcome,
+    finished,
+    launches_started,
+    materialize,
+)
 from .arms import Arm
 from .characterize import MismatchReport
 from .classify import CLASSIFICATION
@@ -146,6 +155,60 @@ def _until_started(count: int, futures: list[Future], limit_s: float = 60.0) -> 
         time.sleep(0.05)
 
 
+def _from_baselines(
+    case: Case, ws: Path, k: int | None
+) -> dict[str, tuple[RunOutcome, list[BoundaryRecord]]] | None:
+    """The state both baselines captured around step K as they ran (the mismatch step was
+    known before they launched), when every rank of each wrote its init and step-K+1
+    records; else None, and the state relaunch captures it."""
+    if k is None:
+        return None
+    got = {}
+    for run in (case.run_a, case.run_b):
+        out = finished(run, ws)
+        if out is None or out.state_after != k:
+            return None
+        recs = read_reports(Path(out.out_dir) / STATE_RECORDS, "state-*.json", BoundaryRecord)
+        got[run.name] = (out, recs)
+    ranks = {run: {r.rank for r in recs} for run, (_, recs) in got.items()}
+    if not ranks["a"] or ranks["a"] != ranks["b"]:
+        return None
+    for _, recs in got.values():
+        for rank in ranks["a"]:
+            points = {r.point for r in recs if r.rank == rank}
+            if not {"init", f"step-{k + 1}"} <= points:
+                return None
+    return got
+
+
+def _beside_first_arm(
+    case: Case,
+    ws: Path,
+    arms: list[Arm],
+    meanwhile: Meanwhile,
+    timeout_s: float,
+    on_status: Callable[[str], None],
+) -> None:
+    """Stage 1 (``meanwhile``) in this thread while the first arm's rerun runs: with the
+    state already at hand, that rerun is what the workflow asks for next. It lands in the
+    run cache under the arm's own label and key, as :func:`_rerun_early`'s do."""
+    if not arms:
+        meanwhile()
+        return
+    arm = arms[0]
+    on_status(f"{arm.intervention} on {arm.run.upper()}, uninstrumented, beside stage 1")
+    launched = launches_started()
+    with ThreadPoolExecutor(1) as pool:
+        early = pool.submit(_rerun_early, case, ws, arm.run, arm.intervention, timeout_s)
+        try:
+            _until_started(launched + 1, [early])
+            meanwhile()
+            early.result()
+        except BaseException:
+            end_side_by_side(pool)
+            raise
+
+
 def _capture(
     case: Case,
     ledger: Ledger,
@@ -157,6 +220,10 @@ def _capture(
     meanwhile: Meanwhile | None,
 ) -> dict[str, tuple[RunOutcome, list[BoundaryRecord]]]:
     ws = Path(ledger.workspace)
+    found = _from_baselines(case, ws, k)
+    if found is not None:
+        on_status(f"read from the baselines, which captured it as they ran (step {step} given)")
+        return found
     base = ws / "state" / f"step{step}"
     quiet = threading.Event()  # set while `meanwhile` reports in the main thread
 
@@ -484,7 +551,17 @@ def boundary_arms(
         "state manifests of both runs after initialisation"
         + (f" and around step {k}" if k is not None else "")
     )
-    got = _capture(case, ledger, k, rep.step, timeout_s, on_status, supported or [], meanwhile)
+    relaunched = _from_baselines(case, Path(ledger.workspace), k) is None
+    got = _capture(
+        case,
+        ledger,
+        k,
+        rep.step,
+        timeout_s,
+        on_status,
+        supported or [],
+        meanwhile if relaunched else None,
+    )
     outs = {run: o for run, (o, _) in got.items()}
     recs = {run: r for run, (_, r) in got.items()}
     result = BoundaryState(after_step=k)
@@ -537,4 +614,8 @@ def boundary_arms(
     for line in result.said[:5]:
         ledger.note(f"state writer not testable: {line}")
     ledger.stage("state", "done", step=rep.step, result=result.model_dump(mode="json"))
+    if meanwhile is not None and not relaunched:
+        _beside_first_arm(
+            case, Path(ledger.workspace), result.arms, meanwhile, timeout_s, on_status
+        )
     return result.arms

@@ -110,9 +110,22 @@ def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, 
     do."""
     if not _relaunchable(case):
         return None, None
-    status("baseline", "runs A and B, untraced (cached after the first time)")
+    # A mismatch step known before the launch: the baselines also capture the state at the
+    # boundaries around it as they run (only reads; the run goes on to its end), which spares
+    # the state relaunch of both runs, a launch round the user waits for.
+    k = case.mismatch_step - 1 if case.mismatch_step else None
+    status(
+        "baseline",
+        "runs A and B, untraced"
+        + (f", capturing the state around step {k}" if k is not None else "")
+        + " (cached after the first time)",
+    )
     outs = materialize_case(
-        case, Path(ledger.workspace), progress=lambda m: status("baseline", m), check=False
+        case,
+        Path(ledger.workspace),
+        progress=lambda m: status("baseline", m),
+        check=False,
+        state_after=k,
     )
     for o in outs:
         if not o.cached:
