@@ -129,8 +129,14 @@ def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, 
     )
     for o in outs:
         if not o.cached:
+            captured = (
+                f", capturing the state after initialisation and around step {o.state_after} "
+                "(reads only; the run went on to its end)"
+                if o.state_after is not None
+                else ""
+            )
             ledger.note(
-                f"baseline run {o.run} took {o.seconds:.1f} s",
+                f"baseline run {o.run} took {o.seconds:.1f} s{captured}",
                 argv=[" ".join(a) for a in o.argv],
                 out_dir=o.out_dir,
             )
