@@ -520,8 +520,8 @@ def materialize(
     launch also captures the state at step boundaries (after initialisation, after step K,
     at step K+1) without stopping the run (:mod:`triage_agent.boundary_capture`, which only
     reads), into ``<out>/state/records``. It is not part of the key: what the run computes
-    is the same with it or without, and a reused run keeps what it captured, if anything. Raises InputError for a
-    run that cannot be launched (no commands, nothing under ``{out}``, a missing program or
+    is the same with it or without, and a reused run keeps what it captured, if anything.
+    Raises InputError for a run that cannot be launched (no commands, nothing under ``{out}``, a missing program or
     working directory, an unresolvable source revision). A run that starts and then fails
     comes back with ``ok`` false and ``error`` set.
     """

@@ -220,10 +220,6 @@ def _capture(
     meanwhile: Meanwhile | None,
 ) -> dict[str, tuple[RunOutcome, list[BoundaryRecord]]]:
     ws = Path(ledger.workspace)
-    found = _from_baselines(case, ws, k)
-    if found is not None:
-        on_status(f"read from the baselines, which captured it as they ran (step {step} given)")
-        return found
     base = ws / "state" / f"step{step}"
     quiet = threading.Event()  # set while `meanwhile` reports in the main thread
 
@@ -551,17 +547,12 @@ def boundary_arms(
         "state manifests of both runs after initialisation"
         + (f" and around step {k}" if k is not None else "")
     )
-    relaunched = _from_baselines(case, Path(ledger.workspace), k) is None
-    got = _capture(
-        case,
-        ledger,
-        k,
-        rep.step,
-        timeout_s,
-        on_status,
-        supported or [],
-        meanwhile if relaunched else None,
-    )
+    got = _from_baselines(case, Path(ledger.workspace), k)
+    relaunched = got is None
+    if got is None:
+        got = _capture(case, ledger, k, rep.step, timeout_s, on_status, supported or [], meanwhile)
+    else:
+        on_status("read from the baselines, which captured it as they ran")
     outs = {run: o for run, (o, _) in got.items()}
     recs = {run: r for run, (_, r) in got.items()}
     result = BoundaryState(after_step=k)
