@@ -10,7 +10,7 @@ launcher as everything else, and reported with its result, summary, duration and
 The header carries the provenance (GPU, driver-visible CUDA, NCCL, torch, DeepSpeed, date).
 Two-GPU reproducers (NCCL all_reduce, the async-collective variant) run when two or more
 GPUs are visible; otherwise their rows say why they did not run. Nothing here asserts an
-outcome: the Markdown is the measurement, to be pasted into GPU_RESULTS.md.
+outcome: the Markdown is the measurement, to be pasted into benchmarks/GPU_RESULTS.md.
 """
 
 from __future__ import annotations
