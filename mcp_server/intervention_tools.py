@@ -33,7 +33,10 @@ InterventionText = Annotated[str, StringConstraints(min_length=1, max_length=200
 
 
 class RerunWithInterventionIn(In):
-    run: Literal["a", "b"] = Field(description="the run the interventions are applied to")
+    run: Literal["a", "b", "both"] = Field(
+        description="the run the interventions are applied to; both: the same change in each run, "
+        "the two reruns compared with each other (a repeat pins an input neither controlled)"
+    )
     interventions: list[InterventionText] = Field(
         min_length=1, max_length=20, description=f"one change each, in text form: {FORMS}"
     )

@@ -178,6 +178,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         w.run_workflow,
     ),
     ToolSpec(
+        "suggest_next",
+        "What the workflow would do next",
+        w.SuggestNextIn,
+        w.NextMoves,
+        READ_ONLY,
+        w.suggest_next,
+    ),
+    ToolSpec(
         "record_verdict",
         "Record the verdict",
         c.RecordVerdictIn,

@@ -29,7 +29,7 @@ from triage_agent.ledger_view import (
 from triage_agent.policies import POLICIES, POLICY_HELP, check
 from triage_agent.records import Case, Evidence, EvidenceResult, Verdict
 from triage_agent.workflow.characterize import MismatchReport
-from triage_agent.workflow.engine import RunOptions
+from triage_agent.workflow.engine import NextMoves, RunOptions
 from triage_agent.workflow.timing import StageTime
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
@@ -294,3 +294,27 @@ def run_workflow(ws: Workspace, args: RunWorkflowIn, progress: Progress) -> RunW
         notes=[cap_text(n, 2000) for n in res.notes[:MAX_LIST_ITEMS]],
         ledger=str(Path(ws.ledger.path)),
     )
+
+
+# -- the chooser's proposals -----------------------------------------------------------------
+class SuggestNextIn(In):
+    """What the headless loop would do next on the open case (nothing is launched)."""
+
+    mismatch_step: int | None = Field(
+        default=None, ge=0, le=10**9, description="the step you believe first differs"
+    )
+
+
+def suggest_next(ws: Workspace, args: SuggestNextIn, progress: Progress) -> NextMoves:
+    """The loop's chooser, ranked: every move the proposers offer now (observe, test an
+    intervention on A, B or both, read a proven setting), each with its cost, its gain, why,
+    and the ledger evidence behind it; then the moves held back and why (a test nothing
+    observed asks for waits for the observations; nothing is tested once a cause is proven).
+    Take one with rerun_with_intervention (its `intervention` and `run`), or leave it.
+    Launches nothing; the baselines must have run (confirm_mismatch or run_workflow)."""
+    from triage_agent.workflow.engine import suggest_next as suggest
+
+    case = ws.require_case()
+    out = suggest(case, ws.ledger, RunOptions(mismatch_step=args.mismatch_step))
+    progress(1, 1, cap_text(out.said, 500))
+    return out.model_copy(update={"suggestions": out.suggestions[:MAX_LIST_ITEMS]})

@@ -173,16 +173,28 @@ def unsaved_attrs(o: Any, saved: Any) -> dict[str, Any]:
 
 
 def cursor_states(cursors: dict[str, Any]) -> dict[str, Any]:
-    """Each cursor's position, and for a job's own cursor what its state_dict leaves out."""
+    """Each cursor's position, and for a job's own object with a state_dict what that
+    state_dict leaves out (also when what it saves is not plain: a trainer saving its model
+    beside its counters loses the counters it leaves out all the same)."""
     out: dict[str, Any] = {}
     for name, o in cursors.items():
         state = cursor_state(o)
-        if state is None:
+        if state is not None:
+            out[name] = state
+        if not _own_class(type(o)):
             continue
-        out[name] = state
-        if _own_class(type(o)) and (left := unsaved_attrs(o, state)):
+        keys = state if state is not None else _saved_keys(o)
+        if keys is not None and (left := unsaved_attrs(o, keys)):
             out[UNSAVED.format(name=name)] = left
     return out
+
+
+def _saved_keys(o: Any) -> dict[str, None] | None:
+    try:
+        saved = o.state_dict()
+    except Exception:  # noqa: BLE001 - a job's own state_dict; a failure means nothing to say
+        return None
+    return dict.fromkeys(saved) if isinstance(saved, dict) else None
 
 
 def cursor_state(o: Any) -> Any:

@@ -10,9 +10,16 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           written to a copy the argv then names
 ``config --flag=VALUE``                        config     set (or add) a launch flag in every command
 ``config --flag``                              config     add a bare flag (argparse store_true)
+``drop --flag``                                drop       remove a launch flag (and its value) from
+                                                          every command
 ``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
 ``suppress pkg.mod:Qual.name@init``            suppress   only its calls before the first step do
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
+``isolate-rng pkg.mod:Qual.name``              isolate    the function runs under every generator's
+                                                          state saved before and restored after it
+``restore-attrs pkg.mod:Class.attr=V[,...]``    attrs      after ``Class.load_state_dict`` returns, the
+                                                          attribute is set to V (JSON; the other run's
+                                                          value at that boundary)
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
 ``revert path[,path...]``                      revert     files back to the other run's revision
@@ -88,6 +95,33 @@ class ConfigIntervention(BaseModel):
         return self.key.startswith("--")
 
 
+class DropIntervention(BaseModel):
+    kind: Literal["drop"] = "drop"
+    key: str = Field(pattern=r"^--[A-Za-z0-9][\w.-]*$", description="the launch flag removed")
+
+
+class IsolateRngIntervention(BaseModel):
+    kind: Literal["isolate-rng"] = "isolate-rng"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
+ATTR_RE = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
+
+
+class RestoreAttrsIntervention(BaseModel):
+    kind: Literal["restore-attrs"] = "restore-attrs"
+    attrs: dict[str, Any] = Field(
+        min_length=1, description="pkg.mod:Class.attr -> the value set after Class.load_state_dict"
+    )
+
+    def patches(self) -> list[FunctionPatch]:
+        by_class: dict[str, dict[str, Any]] = {}
+        for key, value in self.attrs.items():
+            mod, cls, attr = ATTR_RE.fullmatch(key).groups()  # type: ignore[union-attr]
+            by_class.setdefault(f"{mod}:{cls}.load_state_dict", {})[attr] = value
+        return [FunctionPatch(target=t, set_after=a) for t, a in by_class.items()]
+
+
 class SuppressIntervention(BaseModel):
     kind: Literal["suppress"] = "suppress"
     target: str = Field(pattern=CALLABLE_RE.pattern)
@@ -115,6 +149,9 @@ class RevertIntervention(BaseModel):
 Intervention = Annotated[
     EnvIntervention
     | ConfigIntervention
+    | DropIntervention
+    | IsolateRngIntervention
+    | RestoreAttrsIntervention
     | SuppressIntervention
     | ReplaceIntervention
     | PolicyIntervention
@@ -125,8 +162,9 @@ INTERVENTION = TypeAdapter(Intervention)
 
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
-    "suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "restore-rng, deterministic, revert path[,path...]"
+    "drop --flag, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
+    "isolate-rng pkg.mod:Qual.name, restore-attrs pkg.mod:Class.attr=VALUE[,...], "
+    "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
 
 
@@ -152,6 +190,16 @@ def parse_intervention(text: str) -> Intervention:
             return EnvIntervention(key=rest, value=None)
         if word == "config":
             return _parse_config(text, rest)
+        if word == "drop":
+            if not re.fullmatch(r"--[A-Za-z0-9][\w.-]*", rest):
+                raise _bad(text, "expected drop --flag")
+            return DropIntervention(key=rest)
+        if word == "restore-attrs":
+            return RestoreAttrsIntervention(attrs=_parse_attrs(text, rest))
+        if word == "isolate-rng":
+            if not CALLABLE_RE.fullmatch(rest):
+                raise _bad(text, "expected isolate-rng pkg.module:Qualified.name")
+            return IsolateRngIntervention(target=_not_main(text, rest))
         if word == "suppress":
             target, at, scope = rest.partition("@")
             if not CALLABLE_RE.fullmatch(target) or (at and scope != "init"):
@@ -170,6 +218,24 @@ def parse_intervention(text: str) -> Intervention:
     except ValidationError as exc:
         raise _bad(text, exc.errors()[0]["msg"]) from None
     raise _bad(text, f"unknown kind {word!r}" if word else "empty")
+
+
+def _parse_attrs(text: str, rest: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in [p.strip() for p in rest.split(",") if p.strip()]:
+        key, eq, raw = part.partition("=")
+        if not eq or not ATTR_RE.fullmatch(key) or key.startswith("__main__:"):
+            raise _bad(text, "expected restore-attrs pkg.mod:Class.attr=VALUE[,...] (VALUE JSON)")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            raise _bad(text, f"{raw!r} is not a JSON value") from None
+        if isinstance(value, dict | list):
+            raise _bad(text, "a restored attribute's value is a JSON scalar")
+        out[key] = value
+    if not out:
+        raise _bad(text, "expected restore-attrs pkg.mod:Class.attr=VALUE[,...]")
+    return out
 
 
 def _not_main(text: str, target: str) -> str:
@@ -214,6 +280,18 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             return f"config {k}={v}", f"launch flag {k}={v}"
         case ConfigIntervention(key=k, value=v):
             return f"config {k}={json.dumps(v)}", f"config key {k} = {json.dumps(v)}"
+        case DropIntervention(key=k):
+            return f"drop {k}", f"launch flag {k} removed"
+        case IsolateRngIntervention(target=t):
+            return (
+                f"isolate-rng {t}",
+                f"{t} run under saved-and-restored generator state (its draws do not reach "
+                "the run's streams)",
+            )
+        case RestoreAttrsIntervention(attrs=a):
+            text = ",".join(f"{k}={json.dumps(v)}" for k, v in a.items())
+            said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.items())
+            return f"restore-attrs {text}", f"after load_state_dict: {said}"
         case SuppressIntervention(target=t, scope="init"):
             return f"suppress {t}@init", f"{t} suppressed before the first step (returns None)"
         case SuppressIntervention(target=t):
@@ -358,6 +436,24 @@ def _with_flag(argv: list[str], flag: str, value: str | None) -> list[str]:
     return [*out, f"{flag}={value}"]
 
 
+def _without_flag(argv: list[str], flag: str) -> list[str]:
+    """``--flag``, ``--flag=value`` and ``--flag value`` removed (a value is the next word when
+    it does not start with a dash)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith(flag + "="):
+            i += 1
+            continue
+        if a == flag:
+            i += 2 if i + 1 < len(argv) and not argv[i + 1].startswith("-") else 1
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def _tree_digest(root: Path, skip: Path) -> str:
     """Content digest of a source directory (git's and the workspace's files left out).
 
@@ -427,12 +523,20 @@ def plan(
             "give that checkout as the source directory"
         )
     targets = [
-        iv.key for iv in interventions if isinstance(iv, EnvIntervention | ConfigIntervention)
+        iv.key
+        for iv in interventions
+        if isinstance(iv, EnvIntervention | ConfigIntervention | DropIntervention)
     ]
     targets += [
         iv.target
         for iv in interventions
-        if isinstance(iv, SuppressIntervention | ReplaceIntervention)
+        if isinstance(iv, SuppressIntervention | ReplaceIntervention | IsolateRngIntervention)
+    ]
+    targets += [
+        p.target
+        for iv in interventions
+        if isinstance(iv, RestoreAttrsIntervention)
+        for p in iv.patches()
     ]
     dup = next((t for t in targets if targets.count(t) > 1), None)
     if dup is not None:
@@ -452,12 +556,23 @@ def plan(
                 changes.env[k] = v
             case ConfigIntervention(key=k, value=v) if iv.is_flag:
                 launch = [_with_flag(argv, k, None if v is None else str(v)) for argv in launch]
+            case DropIntervention(key=k):
+                launch = [_without_flag(argv, k) for argv in launch]
+            case IsolateRngIntervention(target=t):
+                changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
+            case RestoreAttrsIntervention():
+                changes.patches += iv.patches()
             case SuppressIntervention(target=t, scope=scope):
                 changes.patches.append(FunctionPatch(target=t, scope=scope))
             case ReplaceIntervention(target=t, replacement=r):
                 changes.patches.append(FunctionPatch(target=t, replacement=r))
             case PolicyIntervention(policy=p):
                 policies.append(p)
+    for iv in interventions:
+        if isinstance(iv, DropIntervention) and not any(
+            a == iv.key or a.startswith(iv.key + "=") for argv in run.launch for a in argv
+        ):
+            raise InputError(f"run {run.name!r} is not launched with {iv.key}: nothing to drop")
     return run.model_copy(update={"launch": launch}), policies, changes
 
 
@@ -640,19 +755,31 @@ def intervene(
     """
     hyps = list(hypotheses or [])
     ledger.require_hypotheses(hyps)
-    spec, other = _pick_run(case, run)
     limit = min(timeout_s or case.timeout_s, case.timeout_s)
     ws = Path(ledger.workspace)
-    # checked before anything runs: bad input never costs a baseline
-    prepared = prepare(case, run, interventions, workspace=ws, source_dir=source_dir)
-    base = materialize(other, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
+    if run == "both":
+        # A repeat has nothing declared to remove: the same change in both runs pins an
+        # input neither controlled, and the two reruns are compared with each other.
+        spec, other = case.run_b, case.run_a
+        pa = prepare(case, "a", interventions, workspace=ws, source_dir=source_dir)
+        prepared = prepare(case, "b", interventions, workspace=ws, source_dir=source_dir)
+        base = launch(pa, workspace=ws, timeout_s=limit, progress=progress)
+    else:
+        spec, other = _pick_run(case, run)
+        # checked before anything runs: bad input never costs a baseline
+        prepared = prepare(case, run, interventions, workspace=ws, source_dir=source_dir)
+        base = materialize(other, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
     out = launch(prepared, workspace=ws, timeout_s=limit, progress=progress)
     m = compare_runs(case, base, out)
     result = _result(m, base.ok and out.ok, hyps)
     changed = [describe(iv) for iv in interventions]
+    said_run = "both runs" if run == "both" else f"run {spec.name}"
+    against = (
+        "compared with each other" if run == "both" else f"against run {other.name}'s baseline"
+    )
     summary = (
-        f"run {spec.name} rerun uninstrumented with {'; '.join(changed) or 'its prepared source'}, "
-        f"against run {other.name}'s baseline: {m.said()}"
+        f"{said_run} rerun uninstrumented with {'; '.join(changed) or 'its prepared source'}, "
+        f"{against}: {m.said()}"
         + (f" ({m.note})" if m.note and not m.said().endswith(m.note) else "")
     )
     arts = []
@@ -666,7 +793,7 @@ def intervene(
     data = RerunData(
         interventions=[to_text(iv) for iv in interventions],
         changed=changed,
-        applied_to=spec.name,
+        applied_to="both" if run == "both" else spec.name,
         compared_with=other.name,
         source_dir=str(source_dir) if source_dir else None,
         match=m.model_dump(mode="json"),
@@ -678,7 +805,7 @@ def intervene(
         rerun_evidence(out, data, hypotheses=hyps, result=result, summary=summary, artifacts=arts)
     )
     return InterventionResult(
-        run=spec.name,
+        run="both" if run == "both" else spec.name,
         compared_with=other.name,
         interventions=[to_text(iv) for iv in interventions],
         changed=changed,

@@ -26,8 +26,11 @@ without DeepSpeed's engine (Megatron-LM's ``save_checkpoint``) needs its own pol
 
 Function patches (:class:`FunctionPatch`) are the third kind of in-process change: one
 function or method, named ``pkg.mod:Qual.name``, made a no-op returning None (suppress) or
-routed to another function (replace), in every process of the run, with no edit to any
-source file. A module imported before the patch is applied is patched at once; one imported
+routed to another function (replace), run as it is under every generator's state saved
+before the call and restored after it (isolate-rng: its draws cannot reach training), or run
+as it is and followed by attributes set on its object (restore-attrs, on a class's
+``load_state_dict``: what it leaves out, put back with the other run's values), in every
+process of the run, with no edit to any source file. A module imported before the patch is applied is patched at once; one imported
 later is patched right after it executes, before any importer sees its names. Each process
 appends to the patch file's report what it patched and whether the function was then called,
 so a rerun can say that a patch never took effect instead of passing that off as a result.
@@ -313,6 +316,16 @@ class FunctionPatch(BaseModel):
     scope: Literal["run", "init"] = Field(
         default="run", description="init: only calls made before the first step is begun"
     )
+    set_after: dict[str, Any] | None = Field(
+        default=None,
+        description="call the function itself, then set these attributes of the object it was "
+        "called on (a method's self): state a load_state_dict leaves out, put back",
+    )
+    isolate_rng: bool = Field(
+        default=False,
+        description="call the function itself, under every generator's state saved before the "
+        "call and restored after it: its draws cannot reach the caller's streams",
+    )
 
     @field_validator("target", "replacement")
     @classmethod
@@ -375,6 +388,32 @@ def _watch_init() -> None:
     _INIT["hook"] = torch.nn.modules.module.register_module_forward_pre_hook(first_forward)
 
 
+def _isolated(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` run under saved-and-restored generator state: what it draws is drawn
+    from the same streams, and every stream is put back as it was when it returns."""
+
+    def isolated(*args: Any, **kwargs: Any) -> Any:
+        snap = rng_snapshot()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            rng_restore(snap)
+
+    return isolated
+
+
+def _then_set(original: Callable[..., Any], attrs: dict[str, Any]) -> Callable[..., Any]:
+    """``original`` (a method), then each attribute set on the object it was called on."""
+
+    def then_set(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(obj, *args, **kwargs)
+        for name, value in attrs.items():
+            setattr(obj, name, value)
+        return out
+
+    return then_set
+
+
 def _report(path: str, patch: FunctionPatch, event: str) -> None:
     line = json.dumps({"pid": os.getpid(), "target": patch.target, "event": event})
     with open(path, "a") as f:  # one short line per write: processes never interleave
@@ -389,6 +428,10 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     # imported by processes that never call it (the deepspeed launcher) and that cannot see
     # the replacement's module (a case's own folder is on the ranks' path, not the launcher's).
     impl: list[Any] = [_noop] if patch.replacement is None else []
+    if patch.isolate_rng:
+        impl = [_isolated(original)]
+    if patch.set_after is not None:
+        impl = [_then_set(original, patch.set_after)]
     called = [False]
     if patch.scope == "init":
         _watch_init()

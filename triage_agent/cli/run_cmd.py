@@ -199,7 +199,40 @@ def report_cmd(
     console.print(f"wrote {paths.markdown} and {paths.html}", markup=False)
 
 
+def next_cmd(
+    case: CaseOpt = None,
+    workspace: WorkspaceOpt = None,
+    mismatch_step: Annotated[
+        int | None,
+        typer.Option(
+            "--mismatch-step", help="First step whose metric bits differ; detected when omitted."
+        ),
+    ] = None,
+) -> None:
+    """What `triage run` would do next: the chooser's ranked moves, each with why. Launches
+    nothing (the baselines must have run)."""
+    from ..workflow.engine import RunOptions, suggest_next
+    from .common import existing_ledger_for
+
+    ledger = existing_ledger_for(case, workspace)
+    cfg = ledger.state().case or load_case(case)
+    if cfg is None:
+        err_console.print("no case: give --case FILE, or run `triage run` here first")
+        raise typer.Exit(2)
+    out = suggest_next(cfg, ledger, RunOptions(mismatch_step=mismatch_step))
+    console.print(out.said, markup=False)
+    if not out.suggestions:
+        return
+    t = Table(title="next moves, best first")
+    for col in ("#", "move", "why", "value", "waits"):
+        t.add_column(col, overflow="fold")
+    for s in out.suggestions:
+        t.add_row(str(s.rank), s.move, s.why, f"{s.value:.4f}", s.waits or "")
+    console.print(t)
+
+
 def register(app: typer.Typer) -> None:
     app.command("run", cls=BareRayCommand)(run)
+    app.command("next")(next_cmd)
     app.command("demo")(demo)
     app.command("report")(report_cmd)

@@ -868,8 +868,9 @@ class Tracer:
             for t in ins:  # written by this op: no longer uninitialised
                 self._uninit.pop(self._uninit_key(t), None)
         out = func(*args, **kwargs)
-        # an in-place update is structural: one run may make it where the other does not
-        caller = _caller() if mutable else None
+        # an in-place update is structural: one run may make it where the other does not; a
+        # draw moves a generator every later draw shares: both name the job's line that ran them
+        caller = _caller() if mutable or info.seeded else None
         ev = self._new_event("op", name, scope, phase, staged_in, caller=caller)
         outs = _tensors(out)
         ev.outputs = self._stage_all(outs, mode, allocated=info.allocates)

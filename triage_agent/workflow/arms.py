@@ -24,7 +24,12 @@ from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Hypothesis, 
 class Arm(BaseModel):
     hypothesis: Hypothesis
     intervention: str
-    run: str = "b"
+    also: list[str] = Field(
+        default_factory=list,
+        description="interventions applied in the same rerun (differences that launch only "
+        "together)",
+    )
+    run: str = Field(default="b", description="a, b, or both (the same change in each run)")
     kind: str = Field(description="what proposed it: env, flag, config-key, extra-call")
     location: str = Field(description="what a verdict names as the cause's location")
 
@@ -53,12 +58,14 @@ def try_arm(
     ev = prior_rerun(ledger, hyp.id)
     if ev is None:
         try:
-            iv = parse_intervention(arm.intervention)
-            on_status(f"{arm.intervention} on {arm.run.upper()}, uninstrumented")
+            ivs = [parse_intervention(t) for t in (arm.intervention, *arm.also)]
+            said = " + ".join((arm.intervention, *arm.also))
+            on = "both runs" if arm.run == "both" else arm.run.upper()
+            on_status(f"{said} on {on}, uninstrumented")
             res = intervene(
                 case,
                 arm.run,
-                [iv],
+                ivs,
                 ledger=ledger,
                 hypotheses=[hyp.id],
                 timeout_s=timeout_s,

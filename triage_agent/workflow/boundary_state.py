@@ -34,6 +34,7 @@ asks, and a rerun that failed is not cached, so the arm launches it again itself
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -516,6 +517,77 @@ def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Ar
     return []
 
 
+def _saved_at(state_dict_at: str) -> str:
+    """Where a state_dict builds what it saves: its last ``return`` (else its ``def``)."""
+    import ast
+
+    file, _, line = state_dict_at.rpartition(":")
+    try:
+        tree = ast.parse(Path(file).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return state_dict_at
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and str(node.lineno) == line:
+            returns = [n.lineno for n in ast.walk(node) if isinstance(n, ast.Return)]
+            return f"{file}:{max(returns)}" if returns else state_dict_at
+    return state_dict_at
+
+
+def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
+    """Attributes of the job's own objects that their state_dict leaves out and that differ
+    between A and B where step K+1 starts, in a run that resumed: the other run's values put
+    back after the object's load_state_dict (restore-attrs on the resumed run). Unlike
+    restore-cursors, the values are the ones the uninterrupted run had at that boundary,
+    whenever in its step the job changed them. The place is where that state_dict returns."""
+    if k is None:
+        return []
+    nxt = f"step-{k + 1}"
+    out: list[Arm] = []
+    for run, other in (("b", "a"), ("a", "b")):
+        spec = case.run_b if run == "b" else case.run_a
+        if len(spec.launch) < 2:
+            continue  # only a resume loses what a state_dict leaves out
+        for rank in sorted({r.rank for r in recs[run]} & {r.rank for r in recs[other]}):
+            mine, theirs = _pick(recs[run], nxt, rank), _pick(recs[other], nxt, rank)
+            if mine is None or theirs is None:
+                continue
+            cur_m = mine.manifest.data_cursor or {}
+            cur_t = theirs.manifest.data_cursor or {}
+            for name in sorted(cur_t):
+                if not name.endswith(UNSAVED.format(name="")) or "#" in name:
+                    continue
+                was, now = cur_t[name], cur_m.get(name) or {}
+                lost = [a for a in was if a != "state_dict_at" and a in now and was[a] != now[a]]
+                if not lost:
+                    continue
+                cls = name.removesuffix(UNSAVED.format(name=""))
+                at = _saved_at(str(was.get("state_dict_at", cls)))
+                values = ",".join(f"{cls}.{a}={json.dumps(was[a])}" for a in lost[:4])
+                said = ", ".join(
+                    f"{a} {now[a]!r} in {run.upper()}, {was[a]!r} in {other.upper()}"
+                    for a in lost[:4]
+                )
+                statement = (
+                    f"where step {k + 1} starts, run {run.upper()}'s {cls} differs from run "
+                    f"{other.upper()}'s in attributes its state_dict leaves out ({said}): the "
+                    "resume does not bring them back"
+                )
+                where = f"{at} ({cls}.state_dict leaves out {', '.join(lost[:4])})"
+                out.append(
+                    _state_arm(
+                        run,
+                        f"restore-attrs {values}",
+                        "cursor-state",
+                        where,
+                        statement,
+                        f"resume-attrs|{run}|{cls}|{','.join(lost)}",
+                    )
+                )
+            if out:
+                return out
+    return out
+
+
 def boundary_arms(
     case: Case,
     ledger: Ledger,
@@ -570,6 +642,7 @@ def boundary_arms(
         result.arms, result.said = writer_arms(case, recs, k, result.diffs, outs)
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
+    result.arms += attr_arms(case, recs, k)
     for a in result.arms:
         if a.hypothesis.id not in ledger.state().hypotheses:
             ledger.put_hypothesis(a.hypothesis)

@@ -6,12 +6,14 @@ provenance, never guessed: environment variables (the case's and the numerics va
 the provenance records), launch flags of commands that are otherwise the same program, and
 keys of the JSON config files those flags name. Each difference becomes "this difference
 causes it", tested by giving B A's value (``env``, ``unset``, ``config``) in an
-uninstrumented rerun compared with A over every step and rank.
+uninstrumented rerun compared with A over every step and rank, and in the other direction
+(A given B's value) as well: a flag only one run passes is dropped from it (``drop``) or
+added to the other.
 
 Ranked, not chosen: variables known to change kernels or reduction orders first, then the
 other variables, then config keys, then flags; the engine tests them in that order while
-the budget lasts. Limits: a flag or key present only in B cannot be removed by the
-vocabulary and is said, not tested; runs whose commands differ in number or program are
+the budget lasts. Limits: a JSON key present only in one run cannot be removed (it is
+tested by adding it to the other run); runs whose commands differ in number or program are
 not compared flag by flag (the difference is the shape of the job, not a setting).
 """
 
@@ -60,14 +62,27 @@ class DeclaredDifference(BaseModel):
 
     @property
     def intervention(self) -> str | None:
-        """The one change that gives B A's value, or None when the vocabulary has none."""
+        """The one change that gives B A's value (a flag only B has is dropped), or None
+        when the vocabulary has none (a JSON key only B has)."""
+        return self.on("b")
+
+    def on(self, run: str) -> str | None:
+        """The one change that gives ``run`` the other run's value, or None."""
+        mine, theirs = (self.b, self.a) if run == "b" else (self.a, self.b)
+        has, they_have = (self.b_has, self.a_has) if run == "b" else (self.a_has, self.b_has)
         if self.kind == "env":
-            return f"env {self.key}={self.a}" if self.a_has else f"unset {self.key}"
-        if not self.a_has:
-            return None  # a flag or key only B has cannot be removed
+            return f"env {self.key}={theirs}" if they_have else f"unset {self.key}"
         if self.kind == "flag":
-            return None if self.a is None else f"config {self.key}={self.a}"
-        return f"config {self.key}={json.dumps(self.a)}"
+            if not they_have:
+                return f"drop {self.key}" if has else None
+            return f"config {self.key}" if theirs is None else f"config {self.key}={theirs}"
+        if not they_have:
+            return None  # a JSON key cannot be removed from a config file
+        return f"config {self.key}={json.dumps(theirs)}"
+
+    def tests(self) -> list[tuple[str, str]]:
+        """(run, intervention) in both directions: B given A's value first, then A given B's."""
+        return [(r, iv) for r in ("b", "a") if (iv := self.on(r)) is not None]
 
     @property
     def precision(self) -> bool:

@@ -33,19 +33,20 @@ from ..records import (
     HypothesisStatus,
     Verdict,
 )
-from ..runs import OUT_TOKEN, RunOutcome, materialize_case
-from .arms import Arm, first_supported, prior_rerun
-from .boundary_state import boundary_arms
+from ..runs import OUT_TOKEN, RunOutcome, finished, materialize_case
+from .arms import Arm, prior_rerun
+from .boundary_state import BoundaryState
 from .characterize import MismatchReport, characterize, confirm_mismatch
+from .chooser import Suggestion, ranked, suggestions
+from .chooser import choose as choose_next
 from .classify import CLASSIFICATION, FIX_POLICY, FIX_TEXT
 from .crash import crash_cause, failed_baseline, report_failure
 from .declared import declared_differences, hypothesis_for
 from .execution_setting import EXECUTION_POLICIES, read_policy_proof
-from .fixcheck import bisect_source_change, validate_fix, validate_revert
+from .fixcheck import validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
-from .prefetch import Prefetch
-from .setting_effect import read_proven_setting
-from .stage1 import run_stage1
+from .moves import make
+from .situation import Situation
 from .stage2 import Stage2Result
 from .structural import extra_call_arms
 from .timing import StageClock, StageTime, record
@@ -206,186 +207,147 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
             mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message]
         )
     case = case.model_copy(update={"mismatch_step": rep.step})
-    relaunch = _relaunchable(case) and ma is not None
-    declared = _declared_arms(case, ledger) if relaunch else []
-    env_arms = [a for a in declared if a.kind == "env"]
-
-    def stage1() -> list[Hypothesis]:
-        status("stage 1", "bounded static scan")
-        run_stage1(
-            case,
-            ledger,
-            rep,
-            max_hypotheses=opts.max_hypotheses,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            on_status=lambda m: status("stage 1", m),
-        )
-        return _supported(ledger)
-
-    def state_arms(**how) -> list[Arm]:
-        # One short relaunch of each run: a state entry that differs at a step boundary
-        # (a data cursor moved, RNG not restored) is cheaper to test than any trace.
-        return boundary_arms(
-            case,
-            ledger,
-            rep,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            on_status=lambda m: status("state", m),
-            **how,
-        )
-
-    state_found: list[Arm] | None = None
-    if relaunch and not env_arms and not _proven(ledger):
-        # No environment to rerun first: the state relaunches start now, stage 1 runs while
-        # they do (neither depends on the other), and what it supports says what to start
-        # beside them.
-        state_found = state_arms(meanwhile=stage1)
-    elif not (_proven(ledger) and _scanned(ledger, rep.step)):
-        # A cause an intervention already proved at this step leaves nothing for the
-        # remaining reproducers to decide: a finished workflow run again does no new work.
-        stage1()
-    supported = _supported(ledger)
-    where: dict[str, str] = {}  # hypothesis id -> the location an arm of it names
-
-    def arms(kind: str, found: list[Arm]) -> Hypothesis | None:
-        for a in found:
-            where[a.hypothesis.id] = a.location
-        if not found or not relaunch or _proven(ledger):
-            return None
-        hit = first_supported(
-            case,
-            ledger,
-            found,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            what=kind,
-            on_status=lambda m: status("intervene", m),
-        )
-        for a in found:  # a rerun may have placed its arm more exactly (arms.try_arm)
-            where[a.hypothesis.id] = a.location
-        return hit
-
-    # Environment differences first: one uninstrumented rerun each, and an environment that
-    # explains the bits makes every trace of the code beside the point.
-    arms("declared environment differences", env_arms)
-    if relaunch and not _proven(ledger):
-        if state_found is None:
-            state_found = state_arms(supported=supported)
-        arms("state at step boundaries", state_found)
-
-    trace: Stage2Result | None = None
-    prefetch = Prefetch()
-    if (
-        _relaunchable(case)
-        and (not supported or opts.confirm_trace)
-        and not _proven(ledger)
-        and time.monotonic() < deadline
-    ):
-        from .stage2 import run_stage2
-
-        if ma is not None:  # the fix check's rerun does not depend on the trace: overlap them
-            prefetch.fix_reruns(case, Path(ledger.workspace), supported, opts.timeout_s)
-        status("stage 2", f"tracing steps {max(rep.step - 1, 0)}-{rep.step}")
-        trace = prefetch.alongside(  # Ctrl-C in stage 2 ends the fix check's rerun too
-            run_stage2,
-            case,
-            ledger,
-            rep,
-            supported,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            on_status=lambda m: status("stage 2", m),
-            executor=opts.executor,
-        )
-    prefetch.wait()
-    if trace is not None:
-        found, said = extra_call_arms(case, trace.extra_calls)
-        for line in said[:5]:
-            ledger.note(f"extra call not testable: {line}")
-        arms("extra calls", found)
-    candidates = _candidates(ledger, trace)
-    origin_id = trace.origin_hypothesis if trace else None
-    if not candidates and origin_id is not None and ma is not None:
-        # The trace origin is only a hypothesis until an intervention moves the bits.
-        origin_hyp = ledger.state().hypotheses[origin_id]
-        policy = FIX_POLICY.get(origin_hyp.category)
-        if policy and _time_left(ledger, deadline, "validating the trace origin's fix"):
-            ev = prior_rerun(ledger, origin_hyp.id) or validate_fix(
-                case,
-                ledger,
-                policy,
-                [origin_hyp.id],
-                str(ma),
-                timeout_s=opts.timeout_s,
-                on_status=lambda m: status("fix", m),
+    outs = materialize_case(case, Path(ledger.workspace)) if _relaunchable(case) and ma else None
+    sit = situation(case, ledger, rep, opts, deadline, outs)
+    for d in sit.declared:
+        if not d.tests():
+            ledger.note(
+                f"declared difference not testable: {d.said()} (no intervention changes it)"
             )
-            if ev.result == EvidenceResult.supported:
-                ledger.update_hypothesis(
-                    origin_hyp.id, status=HypothesisStatus.supported, evidence=[ev.id]
-                )
-    # A setting the runs were given differently is often the premise of the comparison, not
-    # its answer: it is tried only when nothing more specific was proven.
-    setting = arms("declared config differences", [a for a in declared if a.kind != "env"])
-    if setting is not None and setting.category == "config" and trace is not None:
-        # Proven to carry the difference, the setting is read further from the trace of the
-        # two runs, which differ in it alone: a policy, or a defect it exposes, or unknown.
-        read = read_proven_setting(
-            case,
-            ledger,
-            rep,
-            setting,
-            where[setting.id],
-            trace.evidence,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            on_status=lambda m: status("setting", m),
-        )
-        if read is not None:
-            where[setting.id] = read.location
-    candidates = _candidates(ledger, trace)
-
-    if (
-        not candidates
-        and rep.source_differs
-        and ma is not None
-        and _relaunchable(case)
-        and _time_left(ledger, deadline, "bisecting the source revisions")
-    ):
-        found = bisect_source_change(
-            case,
-            ledger,
-            timeout_s=opts.timeout_s,
-            deadline=deadline,
-            on_status=lambda m: status("bisect", m),
-        )
-        if found is not None:
-            candidates = [found.hypothesis]
-            where[found.hypothesis.id] = found.location
+    loop(sit, status)
+    candidates = _candidates(ledger, sit.trace)
+    if not candidates and sit.bisect_found is not None:
+        candidates = [sit.bisect_found]
     candidates = _ranked(ledger, candidates)
 
     status("verdict", "weighing the evidence")
-    verdict = decide(case, ledger, rep, candidates, trace, ma, opts, status, deadline, where)
+    verdict = decide(
+        case, ledger, rep, candidates, sit.trace, ma, opts, status, deadline, sit.where
+    )
     return WorkflowResult(mismatch=rep, verdict=verdict, seconds=time.monotonic() - t0)
+
+
+def situation(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    opts: RunOptions,
+    deadline: float,
+    outs: tuple[RunOutcome, RunOutcome] | None,
+) -> Situation:
+    """The situation the loop starts from: the baselines, the declared differences, and what
+    the ledger already holds (a resumed run continues from it). Launches nothing."""
+    ma = Path(outs[0].metrics) if outs and outs[0].metrics else None
+    mb = Path(outs[1].metrics) if outs and outs[1].metrics else None
+    declared = declared_differences(case, outs[0].provenance, outs[1].provenance) if outs else []
+    launch_s = max((o.seconds for o in outs or () if o.seconds), default=None)
+    sit = Situation(
+        case, ledger, rep, opts, deadline, baselines=(ma, mb), declared=declared, launch_s=launch_s
+    )
+    k = rep.step - 1 if rep.step else None
+    sit.state_in_baselines = bool(outs) and all(o.state_after == k for o in outs or ())
+    st = ledger.state()
+    mark = done_for(st, "state", rep.step)
+    if mark is not None and mark.get("result") is not None:
+        sit.state_arms = BoundaryState.model_validate(mark["result"]).arms
+        for a in sit.state_arms:
+            sit.where[a.hypothesis.id] = a.location
+    mark = done_for(st, "trace", rep.step)
+    if mark is not None and mark.get("result"):
+        prior = Stage2Result.model_validate(mark["result"])
+        latest = {e.id: e for e in st.evidence}.get(prior.evidence.id, prior.evidence)
+        sit.trace = prior.model_copy(update={"evidence": latest})
+        sit.traced = True
+        sit.trace_arms = extra_call_arms(case, sit.trace.extra_calls)[0]
+        for a in sit.trace_arms:
+            sit.where.setdefault(a.hypothesis.id, a.location)
+    return sit
+
+
+class NextMoves(BaseModel):
+    """What the loop would do next on this case, from what the ledger holds now."""
+
+    mismatch_step: int | None = Field(description="the first differing step, once confirmed")
+    said: str = Field(description="one line: the state of the case and the first proposal")
+    suggestions: list[Suggestion] = Field(
+        default_factory=list,
+        description="the chooser's ranked proposals (observe, test, read) with the evidence "
+        "behind each, then the ones held back and why",
+    )
+
+
+def suggest_next(case: Case, ledger: Ledger, opts: RunOptions) -> NextMoves:
+    """The chooser's ranked proposals for the case as the ledger holds it. Launches nothing:
+    the baselines must have run (``triage run`` or ``confirm_mismatch``)."""
+    given = opts.mismatch_step if opts.mismatch_step is not None else case.mismatch_step
+    ws = Path(ledger.workspace)
+    outs: tuple[RunOutcome, RunOutcome] | None = None
+    ma = mb = None
+    if _relaunchable(case):
+        a, b = finished(case.run_a, ws), finished(case.run_b, ws)
+        if a is None or b is None or not (a.ok and b.ok):
+            return NextMoves(
+                mismatch_step=None,
+                said="the baselines have not run (or one failed): run the workflow, or confirm "
+                "the mismatch first; nothing can be proposed before the runs are compared",
+            )
+        outs = (a, b)
+        ma, mb = Path(a.metrics or ""), Path(b.metrics or "")
+    rep = characterize(case, given, ma, mb)
+    if rep.step is None:
+        return NextMoves(mismatch_step=None, said=rep.message)
+    case = case.model_copy(update={"mismatch_step": rep.step})
+    sit = situation(case, ledger, rep, opts, float("inf"), outs)
+    out = suggestions(sit)
+    if sit.proven() and not any(s.waits is None for s in out):
+        said = f"step {rep.step}: proven ({', '.join(h.id for h in sit.proven())}); nothing left to test"
+    elif out and out[0].waits is None:
+        said = f"step {rep.step}: next, {out[0].move} ({out[0].why})"
+    else:
+        said = f"step {rep.step}: no move left; the verdict rests on what the ledger holds"
+    return NextMoves(mismatch_step=rep.step, said=said, suggestions=out)
+
+
+def loop(sit: Situation, status: Status) -> None:
+    """Observe, propose, choose, make the move; until none is left or the budget is spent."""
+    while True:
+        move = choose_next(sit)
+        if move is None:
+            return
+        if not sit.time_left():
+            left = [m.said for m in ranked(sit)[0]]
+            sit.ledger.note(
+                f"budget reached: left untried: {'; '.join(left[:6])}; "
+                "`triage run --budget-minutes M` resumes with more time",
+                level="warning",
+            )
+            return
+        make(move, sit, status)
 
 
 def _declared_arms(
     case: Case, ledger: Ledger, outs: tuple[RunOutcome, RunOutcome] | None = None
 ) -> list[Arm]:
-    """The declared differences, each with the intervention that gives B A's value."""
+    """The declared differences, each with the interventions that give one run the other's
+    value, in both directions."""
     a, b = outs or materialize_case(case, Path(ledger.workspace))  # cached: the baselines
     out = []
     for d in declared_differences(case, a.provenance, b.provenance):
-        text = d.intervention
-        if text is None:
+        tests = d.tests()
+        if not tests:
             ledger.note(
-                f"declared difference not testable: {d.said()} (no intervention removes it)"
+                f"declared difference not testable: {d.said()} (no intervention changes it)"
             )
-            continue
-        out.append(
-            Arm(hypothesis=hypothesis_for(d), intervention=text, kind=d.kind, location=d.location())
-        )
+        out += [
+            Arm(
+                hypothesis=hypothesis_for(d),
+                intervention=text,
+                run=run,
+                kind=d.kind,
+                location=d.location(),
+            )
+            for run, text in tests
+        ]
     return out
 
 
@@ -404,18 +366,6 @@ def _ranked(ledger: Ledger, hyps: list[Hypothesis]) -> list[Hypothesis]:
         return (0 if validated_by_rerun(ledger, h.id) else 1, order)
 
     return sorted(hyps, key=key)
-
-
-def _proven(ledger: Ledger) -> bool:
-    """Some supported hypothesis has an intervention that made every step match."""
-    return any(validated_by_rerun(ledger, h.id) for h in _supported(ledger))
-
-
-def _scanned(ledger: Ledger, step: int) -> bool:
-    return any(
-        s.get("stage") == "scan" and s.get("status") == "done" and s.get("step") == step
-        for s in ledger.state().stages
-    )
 
 
 def _supported(ledger: Ledger) -> list[Hypothesis]:

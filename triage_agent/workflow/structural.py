@@ -29,6 +29,21 @@ from .arms import Arm
 from .classify import CLASSIFICATION
 
 MAX_CALLS = 3
+# ATen ops that draw from a generator (their names without namespace and overload)
+DRAWS = frozenset(
+    {
+        *("bernoulli", "bernoulli_", "dropout", "native_dropout", "feature_dropout"),
+        *("rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm"),
+        *("normal", "normal_", "uniform_", "multinomial", "exponential_", "geometric_"),
+        *("cauchy_", "log_normal_", "random_", "poisson", "rrelu_with_noise"),
+    }
+)
+
+
+def is_draw(event: str) -> bool:
+    """Whether a traced event (``scope::ns::op.overload``) is an op that draws randomness."""
+    op = event.rsplit("::", 1)[-1].split(".", 1)[0]
+    return op in DRAWS
 
 
 class CallSite(BaseModel):
@@ -163,6 +178,20 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
             f"{what} at {c.event} "
             + ("during initialisation, before the first step" if at_init else f"in step {c.step}")
         )
+        if is_draw(c.event):
+            # A draw only one run makes moves a generator the other run's next draws share:
+            # running the function with every stream put back after it tests exactly that,
+            # and leaves what it returns to its caller as it was.
+            arms.append(
+                _arm(
+                    run,
+                    f"isolate-rng {target}",
+                    where,
+                    f"{said_call}: its draws move a generator that training draws from",
+                    f"the trace shows {c.describe()}, a random draw; running {target} under "
+                    f"saved-and-restored generator state in run {run.upper()} alone tests it",
+                )
+            )
         arms.append(
             _arm(
                 run,

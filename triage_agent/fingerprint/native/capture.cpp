@@ -678,7 +678,8 @@ void State::on_op_end(const at::RecordFunction& fn, at::ObserverContext*) {
   for (const c10::IValue& v : fn.outputs()) collect(v, outs);
   // the Python path asks for the caller after the op, from the same frames; the GIL is
   // taken with the state unlocked (a Python thread may hold the GIL and wait for the lock)
-  std::string caller = p.op->mutates && s->caller_ ? s->caller_() : std::string();
+  std::string caller =
+      (p.op->mutates || p.op->seeded) && s->caller_ ? s->caller_() : std::string();
   std::lock_guard<std::mutex> l(s->mu_);
   if (p.op->allocates) {
     for (const at::Tensor& t : outs) {

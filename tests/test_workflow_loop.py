@@ -1,0 +1,181 @@
+"""The workflow as one loop of general moves, on small real jobs that are not corpus cases.
+
+- A flag only run B passes runs a helper that draws from the generator training draws from:
+  the trace shows the draw only B makes, the loop isolates that function's generator state
+  in B (the flag kept), every step matches, and the verdict is a bug at the draw's line.
+- Two settings the job accepts only together (a world size and its accumulation steps): each
+  alone fails to launch, so the loop tries them together, and that proves the pair.
+- The chooser's two rules: nothing is tested once a cause is proven, and a test no
+  observation asks for waits until the observations are made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_workflow_support import flags_case, script_case, triage
+
+from triage_agent.ledger import Ledger
+from triage_agent.ledger_view import verdict_basis
+from triage_agent.records import EvidenceKind, EvidenceResult, HypothesisStatus
+from triage_agent.workflow.chooser import rank
+from triage_agent.workflow.engine import RunOptions, suggest_next
+from triage_agent.workflow.moves import Move
+
+PEEK = '''"""A look at how the model does on a few inputs."""
+
+import torch
+
+
+def peek(model, x):
+    idx = torch.randperm(x.shape[0])[:4]
+    with torch.no_grad():
+        return model(x[idx]).mean().item()
+'''
+
+PEEK_TRAIN = """import sys
+import torch
+from peek import peek
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1)
+)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x = torch.randn(32, 8)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(5):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+        if "--peek" in sys.argv and step == 1:
+            peek(model, x)
+"""
+
+
+def test_a_draw_only_b_makes_is_proven_by_isolating_its_generator_state(tmp_path):
+    case = script_case(tmp_path, "peek", "--peek", {"train.py": PEEK_TRAIN, "peek.py": PEEK})
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 2
+    assert v is not None and v.classification.value == "bug", v
+    assert "peek.py:7" in (v.location or ""), v.location
+    basis = verdict_basis(st)
+    assert basis is not None and basis.intervention == "isolate-rng peek:peek"
+    assert basis.run == "b" and basis.validated
+    # every move the loop made is in the ledger with why, in the order it was made
+    choices = [e.data["choice"] for e in _notes(case) if "choice" in e.data]
+    assert choices[0]["move"] in ("scan", "state")
+    assert any(
+        c["move"].startswith("arm|") and "isolate-rng peek:peek" in c["move"] for c in choices
+    )
+    # the flag was never needed: the draw's own test proved it, and nothing ran after
+    assert not any("drop --peek" in c["move"] for c in choices)
+
+
+COUPLED_TRAIN = """import argparse
+import sys
+import torch
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--world", type=int)
+p.add_argument("--accum", type=int)
+args = p.parse_args()
+if args.world * args.accum != 4:
+    sys.exit(f"world size {args.world} x accumulation {args.accum} must be the batch's 4 parts")
+torch.manual_seed(0)
+w = torch.randn(64, 1, requires_grad=True)
+x = torch.randn(4, 16, 64)
+with MetricLog(args.out, rank=0) as log:
+    for step in range(3):
+        shards = []
+        for r in range(args.world):  # each "rank" accumulates its parts, then they are summed
+            g = torch.zeros_like(w)
+            for k in range(args.accum):
+                part = x[r * args.accum + k]
+                loss = (part @ w).pow(2).mean()
+                g = g + torch.autograd.grad(loss, w)[0]
+            shards.append(g)
+        grad = torch.stack(shards).sum(0) / 4
+        with torch.no_grad():
+            w -= 0.01 * grad
+        log.log(step, loss=loss.detach(), grad_norm=grad.norm())
+"""
+
+
+def test_settings_that_launch_only_together_are_tried_together(tmp_path):
+    case = flags_case(
+        tmp_path,
+        "coupled",
+        {"train.py": COUPLED_TRAIN},
+        ["--world", "1", "--accum", "4"],
+        ["--world", "2", "--accum", "2"],
+    )
+    result, st = triage(case)
+    assert result.mismatch.step == 0
+    reruns = [e for e in st.evidence if e.kind == EvidenceKind.rerun]
+    alone = [e for e in reruns if len(e.data.interventions) == 1]
+    assert alone and all(e.result == EvidenceResult.error for e in alone), [
+        (e.data.interventions, e.result) for e in alone
+    ]
+    together = [e for e in reruns if len(e.data.interventions) == 2]
+    assert together and together[0].result == EvidenceResult.supported
+    assert sorted(together[0].data.interventions) == ["config --accum=4", "config --world=1"]
+    coupled = [h for h in st.hypotheses.values() if "launch only together" in h.statement]
+    assert coupled and coupled[0].status == HypothesisStatus.supported
+    assert result.verdict is not None and "coupled" in (result.verdict.location or "")
+    # once proven, the chooser offers nothing more to test
+    nxt = suggest_next(case, Ledger(case.workspace), RunOptions())
+    assert nxt.mismatch_step == 0
+    assert all(s.waits is not None or s.kind == "read" for s in nxt.suggestions)
+
+
+def test_suggest_next_before_the_baselines_says_what_to_do_first(tmp_path):
+    case = script_case(tmp_path, "peek", "--peek", {"train.py": PEEK_TRAIN, "peek.py": PEEK})
+    nxt = suggest_next(case, Ledger(case.workspace), RunOptions())
+    assert nxt.mismatch_step is None and nxt.suggestions == []
+    assert "baselines have not run" in nxt.said
+
+
+def _notes(case):
+    from triage_agent.ledger import Ledger as L
+
+    events, _ = L(case.workspace).read_events()
+    return [e for e in events if e.kind == "note"]
+
+
+def _move(key: str, kind: str, guided: bool, gain: float, cost: float) -> Move:
+    return Move(
+        key=key,
+        kind=kind,
+        what="arm" if kind == "test" else "scan",
+        said=key,
+        cost_s=cost,
+        gain=gain,
+        guided=guided,
+        why=key,
+    )
+
+
+def test_the_chooser_ranks_by_value_and_holds_back_what_its_rules_say():
+    moves = [
+        _move("setting", "test", False, 0.5, 10),  # unguided: waits for the observation
+        _move("trace", "observe", True, 0.7, 30),
+        _move("state-arm", "test", True, 0.9, 10),
+        _move("read", "read", True, 0.9, 10),
+    ]
+    order, held = rank(moves, proven=False)
+    assert [m.key for m in order] == ["state-arm", "read", "trace"]
+    assert [(m.key, why) for m, why in held] == [
+        ("setting", "waits for the observations still to make")
+    ]
+    order, held = rank(moves, proven=True)
+    assert [m.key for m in order] == ["read"]
+    assert {m.key for m, _ in held} == {"setting", "trace", "state-arm"}
+    assert json.loads(json.dumps([m.value for m in order])) == [0.09]

@@ -1,0 +1,243 @@
+"""The workflow's moves: observe, test, read. A move is a record (what it is, what it costs,
+how well its outcome separates what is open, which evidence proposed it) and one function
+that makes it.
+
+- observe: the bounded scan with its reproducers (stage 1), the state at the step boundaries
+  of both runs, a trace of both runs around the first differing step (stage 2), a bisection
+  of the source revisions;
+- test: one arm, an uninstrumented rerun of A, of B or of both under one intervention (or
+  several that launch only together), compared over every step and rank;
+- read: what a proven setting means, from the trace of the two runs that differ in it alone.
+
+Every mechanism the workflow has is one of these; which one is made next is the chooser's
+decision (:mod:`.chooser`), from the moves the proposers (:mod:`.proposers`) offer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..records import EvidenceResult, Hypothesis, HypothesisStatus
+from .arms import Arm, prior_rerun, try_arm
+from .boundary_state import boundary_arms
+from .classify import FIX_POLICY
+from .fixcheck import bisect_source_change, validate_fix
+from .prefetch import Prefetch
+from .setting_effect import read_proven_setting
+from .situation import Situation
+from .stage1 import run_stage1
+from .structural import extra_call_arms
+
+Status = Callable[[str, str], None]
+What = Literal["scan", "state", "trace", "bisect", "arm", "origin-fix", "read-setting"]
+
+
+class Move(BaseModel):
+    """One thing the workflow can do next, as the chooser weighs it."""
+
+    key: str = Field(description="the move's identity: made once per workflow run")
+    kind: Literal["observe", "test", "read"]
+    what: What
+    said: str = Field(description="the move in one line")
+    cost_s: float = Field(ge=0, description="expected seconds, mostly launches")
+    gain: float = Field(
+        gt=0,
+        le=1,
+        description="how well its outcome separates the open hypotheses: near 1 when an "
+        "observation points at exactly this test, low for a test no observation asks for",
+    )
+    guided: bool = Field(
+        description="an observation or a refutation points at it; an unguided test waits "
+        "until every observation that could point elsewhere is made"
+    )
+    why: str = Field(description="the evidence behind it, in words")
+    evidence: list[str] = Field(default_factory=list, description="ledger evidence ids behind it")
+    arm: Arm | None = None
+    hypothesis: str | None = Field(default=None, description="the hypothesis it decides")
+    beside: Literal["state"] | None = Field(
+        default=None,
+        description="an observation made at the same time (the scan runs while the state "
+        "relaunches run: neither depends on the other, and a launch is mostly waiting)",
+    )
+
+    @property
+    def value(self) -> float:
+        """Separation per second: what the chooser ranks by."""
+        return self.gain / max(self.cost_s, 1.0)
+
+
+def arm_move(
+    arm: Arm, *, gain: float, guided: bool, why: str, cost_s: float, evidence: list[str] = ()
+) -> Move:
+    on = "both runs" if arm.run == "both" else f"run {arm.run.upper()}"
+    ivs = " + ".join((arm.intervention, *arm.also))
+    return Move(
+        key=f"arm|{arm.hypothesis.id}|{arm.run}|{ivs}",
+        kind="test",
+        what="arm",
+        said=f"rerun {on} uninstrumented with {ivs}",
+        cost_s=cost_s * (2 if arm.run == "both" else 1),
+        gain=gain,
+        guided=guided,
+        why=why,
+        evidence=list(evidence),
+        arm=arm,
+        hypothesis=arm.hypothesis.id,
+    )
+
+
+# -- making them -------------------------------------------------------------------------------
+def make(move: Move, sit: Situation, status: Status) -> None:
+    """Make one move; what it learns lands in the ledger and in the situation."""
+    sit.done.add(move.key)
+    {
+        "scan": _scan,
+        "state": _state,
+        "trace": _trace,
+        "bisect": _bisect,
+        "arm": _arm,
+        "origin-fix": _origin_fix,
+        "read-setting": _read_setting,
+    }[move.what](move, sit, status)
+
+
+def _stage1(sit: Situation, status: Status) -> list[Hypothesis]:
+    status("stage 1", "bounded static scan")
+    run_stage1(
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        max_hypotheses=sit.opts.max_hypotheses,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("stage 1", m),
+    )
+    return sit.supported()
+
+
+def _scan(move: Move, sit: Situation, status: Status) -> None:
+    if move.beside == "state":
+        _observe_state(sit, status, meanwhile=lambda: _stage1(sit, status))
+        return
+    _stage1(sit, status)
+
+
+def _state(move: Move, sit: Situation, status: Status) -> None:
+    meanwhile = (lambda: _stage1(sit, status)) if not sit.scanned() else None
+    _observe_state(sit, status, meanwhile=meanwhile)
+
+
+def _observe_state(sit: Situation, status: Status, meanwhile=None) -> None:
+    sit.done.update({"state", "scan"} if meanwhile is not None else {"state"})
+    arms = boundary_arms(
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("state", m),
+        supported=sit.supported(),
+        meanwhile=meanwhile,
+    )
+    sit.state_arms = arms
+    for a in arms:
+        sit.where[a.hypothesis.id] = a.location
+
+
+def _trace(move: Move, sit: Situation, status: Status) -> None:
+    from .stage2 import run_stage2
+
+    sit.traced = True
+    supported = sit.supported()
+    prefetch = Prefetch()
+    if sit.ma is not None:  # the fix check's rerun does not depend on the trace: overlap them
+        prefetch.fix_reruns(sit.case, Path(sit.ledger.workspace), supported, sit.opts.timeout_s)
+    step = sit.rep.step or 0
+    status("stage 2", f"tracing steps {max(step - 1, 0)}-{step}")
+    sit.trace = prefetch.alongside(  # Ctrl-C in stage 2 ends the fix check's rerun too
+        run_stage2,
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        supported,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("stage 2", m),
+        executor=sit.opts.executor,
+    )
+    prefetch.wait()
+    if sit.trace is not None:
+        found, said = extra_call_arms(sit.case, sit.trace.extra_calls)
+        for line in said[:5]:
+            sit.ledger.note(f"extra call not testable: {line}")
+        sit.trace_arms = found
+        for a in found:
+            sit.where.setdefault(a.hypothesis.id, a.location)
+
+
+def _arm(move: Move, sit: Situation, status: Status) -> None:
+    assert move.arm is not None
+    arm = move.arm
+    sit.where.setdefault(arm.hypothesis.id, arm.location)
+    try_arm(
+        sit.case,
+        sit.ledger,
+        arm,
+        timeout_s=sit.opts.timeout_s,
+        on_status=lambda m: status("intervene", m),
+    )
+    sit.where[arm.hypothesis.id] = arm.location  # a rerun may have placed it more exactly
+
+
+def _origin_fix(move: Move, sit: Situation, status: Status) -> None:
+    """The trace origin is only a hypothesis until an intervention moves the bits."""
+    hyp = sit.state().hypotheses[move.hypothesis or ""]
+    policy = FIX_POLICY[str(hyp.category)]
+    ev = prior_rerun(sit.ledger, hyp.id) or validate_fix(
+        sit.case,
+        sit.ledger,
+        policy,
+        [hyp.id],
+        str(sit.ma),
+        timeout_s=sit.opts.timeout_s,
+        on_status=lambda m: status("fix", m),
+    )
+    if ev.result == EvidenceResult.supported and hyp.status != HypothesisStatus.supported:
+        sit.ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported, evidence=[ev.id])
+
+
+def _read_setting(move: Move, sit: Situation, status: Status) -> None:
+    hid = move.hypothesis or ""
+    sit.read.add(hid)
+    assert sit.trace is not None
+    read = read_proven_setting(
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        sit.state().hypotheses[hid],
+        sit.where.get(hid, ""),
+        sit.trace.evidence,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("setting", m),
+    )
+    if read is not None:
+        sit.where[hid] = read.location
+
+
+def _bisect(move: Move, sit: Situation, status: Status) -> None:
+    sit.bisected = True
+    found = bisect_source_change(
+        sit.case,
+        sit.ledger,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("bisect", m),
+    )
+    if found is not None:
+        sit.bisect_found = found.hypothesis
+        sit.where[found.hypothesis.id] = found.location

@@ -1,0 +1,428 @@
+"""Proposers: pure functions from the situation to the moves worth making next.
+
+Each proposer reads what the situation holds (observations, hypotheses, every test made,
+refuted and failed ones included) and offers moves with their cost, their gain and the
+evidence behind them. None decides: the chooser (:mod:`.chooser`) ranks them all together.
+None knows a case: each reads one kind of evidence and proposes the general test it asks for.
+
+- :func:`observations`: the bounded scan, the state at the step boundaries, the trace, the
+  bisection of differing revisions, each while it is not made.
+- :func:`declared`: every declared difference in either direction (B given A's value, else
+  A given B's, a flag only one run passes dropped from it); differences that fail to launch
+  alone are tried together.
+- :func:`observed_state`: what the state at the boundaries showed (a stream not restored, a
+  cursor's lost attributes, a writer only one run calls).
+- :func:`traced`: what the trace showed (an event only one run executes, a draw among them;
+  the origin's fix policy).
+- :func:`resume`: a run that resumes, tested by each restore its evidence points at; a
+  refuted restore-rng beside a draw whose generator differs points past the streams, at the
+  state a reseed is computed from.
+- :func:`readings`: a proven setting read further from the trace of the two runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from ..records import Classification, Hypothesis
+from .arms import Arm, prior_rerun
+from .classify import CLASSIFICATION, FIX_POLICY
+from .declared import hypothesis_for
+from .moves import Move, arm_move
+from .situation import Situation, relaunchable
+from .structural import is_draw
+
+Proposer = Callable[[Situation], list[Move]]
+
+# Gains: how directly the evidence points at a move's outcome deciding the case.
+POINTED = 0.9  # an observation names this very test
+TRACED = 0.8  # the trace's events ask for it
+NUMERIC_ENV = 0.8  # a variable known to change kernels or reduction orders
+ENV = 0.6
+COUPLED = 0.6  # a failed launch says the differences go together
+SETTING = 0.5  # a declared setting: often the comparison's premise, not its answer
+UNPOINTED = 0.3  # a general test no observation asks for
+
+
+def _hid(*parts: str) -> str:
+    return "H-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:10]
+
+
+def _untested(sit: Situation, arm: Arm) -> bool:
+    return sit.tried(arm) is None
+
+
+# -- observe -----------------------------------------------------------------------------------
+def observations(sit: Situation) -> list[Move]:
+    L = sit.launch_s
+    out: list[Move] = []
+    proven = bool(sit.proven())
+    if not sit.scanned() and not proven:
+        env_waiting = any(
+            d.kind == "env" and _untested(sit, _declared_arm(d, "b"))
+            for d in sit.declared
+            if d.on("b")
+        )
+        beside = sit.relaunch and sit.state_arms is None and not env_waiting
+        out.append(
+            Move(
+                key="scan",
+                kind="observe",
+                what="scan",
+                said="bounded static scan of the case and its frameworks, then its reproducers"
+                + (", while both runs' state is captured" if beside else ""),
+                cost_s=0.3 * L,
+                gain=0.6,
+                guided=True,
+                why=f"the mismatch's phase ({', '.join(sit.rep.phases) or 'unknown'}) selects "
+                "the probes",
+                beside="state" if beside else None,
+            )
+        )
+    if sit.relaunch and sit.state_arms is None and not proven:
+        out.append(
+            Move(
+                key="state",
+                kind="observe",
+                what="state",
+                said="state of both runs after initialisation and around the last equal step",
+                cost_s=1.0 if sit.state_in_baselines else L,
+                gain=0.7,
+                guided=True,
+                why="a step boundary's state (streams, cursors, moments, schedulers) says what a "
+                "run carried into the first differing step",
+            )
+        )
+    wants_reading = any(h.category == "config" and h.id not in sit.read for h in sit.proven())
+    if (
+        relaunchable(sit.case)
+        and not sit.traced
+        and ((sit.trace_wanted() and not proven) or wants_reading)
+    ):
+        step = sit.rep.step or 0
+        out.append(
+            Move(
+                key="trace",
+                kind="observe",
+                what="trace",
+                said=f"trace both runs over steps {max(step - 1, 0)}-{step}, modules then ops",
+                cost_s=3 * L,
+                gain=0.7,
+                guided=True,
+                why="the first event whose inputs are equal and whose outputs differ, and the "
+                "events only one run executes"
+                + ("; a proven setting is read from it" if wants_reading else ""),
+            )
+        )
+    if (
+        sit.rep.source_differs
+        and sit.ma is not None
+        and relaunchable(sit.case)
+        and not sit.bisected
+        and not sit.has_candidate()
+    ):
+        out.append(
+            Move(
+                key="bisect",
+                kind="observe",
+                what="bisect",
+                said="bisect the revisions between the runs, then their hunks",
+                cost_s=10 * L,
+                gain=0.9,
+                guided=False,
+                why="the runs declare different source revisions",
+            )
+        )
+    return out
+
+
+# -- declared differences ----------------------------------------------------------------------
+def _declared_arm(d, run: str, also: list[str] | None = None, hyp: Hypothesis | None = None) -> Arm:
+    return Arm(
+        hypothesis=hyp or hypothesis_for(d),
+        intervention=d.on(run) or "",
+        also=also or [],
+        run=run,
+        kind=d.kind,
+        location=d.location(),
+    )
+
+
+def declared(sit: Situation) -> list[Move]:
+    if not sit.relaunch or sit.proven():
+        return []
+    L = sit.launch_s
+    out: list[Move] = []
+    failed: list = []
+    for d in sit.declared:
+        hyp = hypothesis_for(d)
+        if prior_rerun(sit.ledger, hyp.id) is not None:
+            continue  # decided (supported or refuted) in one direction
+        numeric = d.kind == "env" and _numeric_env(d.key)
+        gain = NUMERIC_ENV if numeric else ENV if d.kind == "env" else SETTING
+        guided = d.kind == "env"
+        why = f"{d.said()}" + ("" if guided else "; a declared setting is tested after the traces")
+        b_arm = _declared_arm(d, "b") if d.on("b") else None
+        if b_arm is not None and _untested(sit, b_arm):
+            out.append(arm_move(b_arm, gain=gain, guided=guided, why=why, cost_s=L))
+            continue
+        if b_arm is not None and sit.failed_to_launch(b_arm):
+            failed.append(d)
+        a_arm = _declared_arm(d, "a") if d.on("a") else None
+        if a_arm is not None and _untested(sit, a_arm):
+            side = (
+                "B given A's value failed to launch"
+                if b_arm is not None
+                else "nothing gives B A's value"
+            )
+            out.append(arm_move(a_arm, gain=gain, guided=guided, why=f"{why}; {side}", cost_s=L))
+        elif a_arm is not None and sit.failed_to_launch(a_arm) and d not in failed:
+            failed.append(d)
+    out += _coupled(sit, failed)
+    return out
+
+
+def _numeric_env(key: str) -> bool:
+    from ..provenance import NUMERIC_ENV_EXACT, NUMERIC_ENV_PREFIXES
+
+    return key in NUMERIC_ENV_EXACT or key.startswith(NUMERIC_ENV_PREFIXES)
+
+
+def _coupled(sit: Situation, failed: list) -> list[Move]:
+    """A difference whose rerun alone failed to launch, tried with each other difference:
+    a framework that refuses one setting without another (a world size and its accumulation
+    steps) launches when both are given."""
+    out: list[Move] = []
+    for d in failed:
+        for e in sit.declared:
+            if e is d:
+                continue
+            for run in ("b", "a"):
+                first, second = d.on(run), e.on(run)
+                if not first or not second:
+                    continue
+                keys = sorted([f"{d.kind}:{d.key}", f"{e.kind}:{e.key}"])
+                hyp = Hypothesis(
+                    id=_hid("coupled", run, *keys),
+                    statement=f"{d.said()}, and {e.said()}; the two launch only together: "
+                    "together they change the bits",
+                    category="environment" if d.kind == e.kind == "env" else "config",
+                    rationale=f"{d.on(run)} alone on run {run.upper()} failed to launch; tested "
+                    f"with {e.on(run)} in the same rerun",
+                    classification=CLASSIFICATION.get(
+                        "environment" if d.kind == e.kind == "env" else "config",
+                        Classification.unknown,
+                    ),
+                )
+                arm = Arm(
+                    hypothesis=hyp,
+                    intervention=first,
+                    also=[second],
+                    run=run,
+                    kind="coupled",
+                    location=f"{d.location()} with {e.location()} (coupled)",
+                )
+                if _untested(sit, arm) and prior_rerun(sit.ledger, hyp.id) is None:
+                    out.append(
+                        arm_move(
+                            arm,
+                            gain=COUPLED,
+                            guided=True,
+                            why=f"{d.on(run)} alone failed to launch on run {run.upper()}",
+                            cost_s=sit.launch_s,
+                        )
+                    )
+                    break  # one direction per pair
+    return out
+
+
+# -- what the state and the trace showed -------------------------------------------------------
+def observed_state(sit: Situation) -> list[Move]:
+    if sit.proven() or not sit.relaunch:
+        return []
+    return [
+        arm_move(
+            a,
+            gain=POINTED,
+            guided=True,
+            why=a.hypothesis.statement,
+            cost_s=sit.launch_s,
+        )
+        for a in sit.state_arms or []
+        if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
+    ]
+
+
+def traced(sit: Situation) -> list[Move]:
+    if sit.proven() or sit.trace is None or sit.ma is None:
+        return []
+    evidence = [sit.trace.evidence.id]
+    out = [
+        arm_move(
+            a,
+            gain=TRACED,
+            guided=True,
+            why=a.hypothesis.rationale,
+            cost_s=sit.launch_s,
+            evidence=evidence,
+        )
+        for a in sit.trace_arms
+        if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
+    ]
+    hid = sit.trace.origin_hypothesis
+    origin = sit.state().hypotheses.get(hid or "")
+    if (
+        origin is not None
+        and FIX_POLICY.get(str(origin.category))
+        and prior_rerun(sit.ledger, origin.id) is None
+        and not (sit.has_candidate() and origin.status != "supported")
+    ):
+        policy = FIX_POLICY[str(origin.category)]
+        out.append(
+            Move(
+                key=f"origin-fix|{origin.id}",
+                kind="test",
+                what="origin-fix",
+                said=f"rerun B uninstrumented with {policy}, the fix the trace origin asks for",
+                cost_s=sit.launch_s,
+                gain=TRACED,
+                guided=True,
+                why=f"the trace origin {sit.trace.origin_location}: {origin.statement}",
+                evidence=evidence,
+                hypothesis=origin.id,
+            )
+        )
+    return out
+
+
+# -- a run that resumes ------------------------------------------------------------------------
+RESTORES = {
+    "restore-rng": ("rng-state", "state:rng", "its RNG streams are not restored on resume"),
+    "restore-cursors": (
+        "cursor-state",
+        "state:data cursor",
+        "attributes its objects' state_dict leaves out (a position, a counter a seed is "
+        "computed from) are not restored on resume",
+    ),
+    "restore-scheduler": (
+        "scheduler-state",
+        "state:scheduler",
+        "its LR schedule is not restored on resume",
+    ),
+}
+
+
+def _origin_draws(sit: Situation) -> bool:
+    """The trace's first differing event is a draw (its generator state differs)."""
+    t = sit.trace
+    if t is None:
+        return False
+    where = " ".join(x for x in (t.origin_location, t.first_location) if x)
+    return any(is_draw(w) for w in where.replace(",", " ").split())
+
+
+def resume(sit: Situation) -> list[Move]:
+    if sit.proven() or not sit.relaunch:
+        return []
+    tried_by_state = {(a.run, a.intervention) for a in sit.state_arms or []}
+    draws = _origin_draws(sit)
+    rng_refuted = sit.refuted("restore-rng")
+    out: list[Move] = []
+    for run in sit.resumed_runs():
+        for policy, (category, location, what) in RESTORES.items():
+            if (run, policy) in tried_by_state:
+                continue
+            hyp = Hypothesis(
+                id=_hid("resume", policy, run),
+                statement=f"run {run.upper()} resumes from a checkpoint and {what}",
+                category=category,
+                rationale=f"run {run.upper()} is launched as a save and a resume; {policy} on it "
+                "tests whether what a resume leaves behind carries the difference",
+                classification=CLASSIFICATION.get(category, Classification.unknown),
+            )
+            arm = Arm(
+                hypothesis=hyp,
+                intervention=policy,
+                run=run,
+                kind="resume",
+                location=location,
+            )
+            if not _untested(sit, arm) or prior_rerun(sit.ledger, hyp.id) is not None:
+                continue
+            guided, gain, why = False, UNPOINTED, f"run {run.upper()} resumes"
+            if policy == "restore-rng" and draws:
+                guided, gain = True, TRACED
+                why = "the first differing event is a draw whose generator state differs"
+            elif policy == "restore-cursors" and draws and rng_refuted is not None:
+                guided, gain = True, TRACED
+                why = (
+                    "restore-rng was refuted although the first differing event is a draw whose "
+                    "generator state differs: something reseeds between the resume and the draw, "
+                    "from state the resume did not bring back"
+                )
+            out.append(
+                arm_move(
+                    arm,
+                    gain=gain,
+                    guided=guided,
+                    why=why,
+                    cost_s=sit.launch_s,
+                    evidence=[rng_refuted.id] if rng_refuted is not None and guided else [],
+                )
+            )
+    return out
+
+
+# -- reading what is proven --------------------------------------------------------------------
+def readings(sit: Situation) -> list[Move]:
+    if sit.trace is None:
+        return []
+    return [
+        Move(
+            key=f"read-setting|{h.id}",
+            kind="read",
+            what="read-setting",
+            said=f"read the proven setting ({sit.where.get(h.id, h.statement)}) from the trace of "
+            "the two runs: a policy, a defect it exposes, or neither",
+            cost_s=sit.launch_s,
+            gain=POINTED,
+            guided=True,
+            why=f"{h.statement}, proven by {_proof(sit, h)}",
+            evidence=[sit.trace.evidence.id],
+            hypothesis=h.id,
+        )
+        for h in sit.proven()
+        if h.category == "config" and h.id not in sit.read
+    ]
+
+
+def _proof(sit: Situation, h: Hypothesis) -> str:
+    ev = sit.validated(h.id)
+    if ev is None:
+        return "nothing"
+    ivs = getattr(ev.data, "interventions", None) or []
+    return ", ".join(ivs) or ev.summary
+
+
+PROPOSERS: tuple[Proposer, ...] = (
+    observations,
+    declared,
+    observed_state,
+    traced,
+    resume,
+    readings,
+)
+
+
+def propose(sit: Situation) -> list[Move]:
+    """Every move the proposers offer that was not made yet, in the proposers' order."""
+    seen: set[str] = set()
+    out: list[Move] = []
+    for proposer in PROPOSERS:
+        for m in proposer(sit):
+            if m.key in sit.done or m.key in seen:
+                continue
+            seen.add(m.key)
+            out.append(m)
+    return out
