@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from test_workflow_support import flags_case, script_case, triage
 
