@@ -64,8 +64,10 @@ def test_a_draw_only_b_makes_is_proven_by_isolating_its_generator_state(tmp_path
     assert v is not None and v.classification.value == "bug", v
     assert "peek.py:7" in (v.location or ""), v.location
     basis = verdict_basis(st)
-    assert basis is not None and basis.intervention == "isolate-rng peek:peek"
-    assert basis.run == "b" and basis.validated
+    assert basis is not None and basis.kind == "intervention"
+    proof = next(e for e in st.evidence if e.id == basis.evidence)
+    assert proof.data.interventions == ["isolate-rng peek:peek"]
+    assert proof.data.applied_to == "b" and proof.result == EvidenceResult.supported
     # every move the loop made is in the ledger with why, in the order it was made
     choices = [e.data["choice"] for e in _notes(case) if "choice" in e.data]
     assert choices[0]["move"] in ("scan", "state")
@@ -117,7 +119,7 @@ def test_settings_that_launch_only_together_are_tried_together(tmp_path):
         ["--world", "2", "--accum", "2"],
     )
     result, st = triage(case)
-    assert result.mismatch.step == 0
+    assert result.mismatch.step == 1  # step 0's gradients round alike; the update does not
     reruns = [e for e in st.evidence if e.kind == EvidenceKind.rerun]
     alone = [e for e in reruns if len(e.data.interventions) == 1]
     assert alone and all(e.result == EvidenceResult.error for e in alone), [
@@ -131,7 +133,7 @@ def test_settings_that_launch_only_together_are_tried_together(tmp_path):
     assert result.verdict is not None and "coupled" in (result.verdict.location or "")
     # once proven, the chooser offers nothing more to test
     nxt = suggest_next(case, Ledger(case.workspace), RunOptions())
-    assert nxt.mismatch_step == 0
+    assert nxt.mismatch_step == 1
     assert all(s.waits is not None or s.kind == "read" for s in nxt.suggestions)
 
 
