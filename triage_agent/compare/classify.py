@@ -184,6 +184,35 @@ def settle_uninitialized(ea: Ev, eb: Ev) -> tuple[Ev, Ev]:
     )
 
 
+def _same_multiset(ea: Ev, eb: Ev) -> bool:
+    return sorted(map(str, ea.inputs)) == sorted(map(str, eb.inputs))
+
+
+def inputs_incomplete(ea: Ev, eb: Ev) -> str | None:
+    """Why the recorded inputs of an event are not all it reads, or None.
+
+    An optimizer update reads the gradient, and its hyper-parameters and scalar state: one
+    recorded without its gradient, or whose hyper-parameters or step count differ between the
+    runs, received its difference; it did not make it. (Hyper-parameters are known only for
+    traces that record them.)
+    """
+    if ea.kind != "optimizer":
+        return None
+    for ev in (ea, eb):
+        names = ev.meta.get("inputs")
+        if names and "grad" not in names:
+            return (
+                "the update's recorded inputs are the parameter and its state, not the gradient "
+                "it reads: not an origin; look at the gradient's producer"
+            )
+    ha, hb = ea.meta.get("hyper"), eb.meta.get("hyper")
+    if isinstance(ha, dict) and isinstance(hb, dict) and ha != hb:
+        keys = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
+        said = ", ".join(f"{k} {ha.get(k)} vs {hb.get(k)}" for k in keys[:4])
+        return f"the update reads hyper-parameters or scalar state that differ ({said})"
+    return None
+
+
 def judge_pair(
     ea: Ev, eb: Ev, rank: int, src_a: Path, src_b: Path, records_inputs: bool
 ) -> Divergence | None:
@@ -224,10 +253,23 @@ def judge_pair(
                 "a proven origin; the difference may come from anything upstream",
             )
         )
+    elif ins_equal and (missing := inputs_incomplete(ea, eb)):
+        # An event is an origin only when its recorded inputs are all it reads.
+        role = "observed"
+        labels.append(Label(code="inputs-incomplete", message=missing))
     elif ins_equal:
         role = "origin"
     else:
         role = "receiver"
+    if d_in and len(ea.inputs) > 1 and ea.inputs != eb.inputs and _same_multiset(ea, eb):
+        labels.append(
+            Label(
+                code="permuted-inputs",
+                message="its tensor inputs are the other run's in another order: the frame "
+                "that built the list (and what orders it: a set, a dict, a hash seed) is where "
+                "to look, not the op",
+            )
+        )
     why = artifact_reason(ea) or artifact_reason(eb)
     if why:
         labels.append(Label(code="probe-artifact", message=why))

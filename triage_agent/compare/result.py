@@ -54,6 +54,8 @@ class Label(_M):
         "no-inputs-recorded",
         "inner-diverged",
         "absorbed",
+        "inputs-incomplete",
+        "permuted-inputs",
     ]
     message: str
 

@@ -1018,11 +1018,20 @@ class Tracer:
             pre = {}
             oname = type(opt).__name__
             for g, group in enumerate(opt.param_groups):
+                # what the update reads besides tensors: the group's hyper-parameters and
+                # the parameter's scalar state (a step count kept as a number)
+                hyper = {k: repr(v) for k, v in group.items() if k != "params"}
                 for i, p in enumerate(group["params"]):
                     names, ts = _optimizer_tensors(opt, p)
                     dump = self._wants_dump(self._param_name(p, g, i), oname)
                     copies = self._cpu_copies(ts) if dump else None
-                    pre[(g, i)] = (names, self._stage_all(ts, self.config.digest), copies)
+                    scalars = {
+                        f"state.{k}": repr(v)
+                        for k, v in opt.state.get(p, {}).items()
+                        if not isinstance(v, torch.Tensor)
+                    }
+                    staged = self._stage_all(ts, self.config.digest)
+                    pre[(g, i)] = (names, staged, copies, {**hyper, **scalars})
             self._opt_inputs[id(opt)] = pre
 
     def _param_name(self, p: torch.Tensor, group: int, index: int) -> str:
@@ -1046,7 +1055,7 @@ class Tracer:
         for g, group in enumerate(opt.param_groups):
             for i, p in enumerate(group["params"]):
                 names, tensors = _optimizer_tensors(opt, p)
-                in_names, staged_in, copies = pre.get((g, i), ([], [], None))
+                in_names, staged_in, copies, hyper = pre.get((g, i), ([], [], None, None))
                 pname = self._param_name(p, g, i)
                 ev = self._new_event(
                     "optimizer", pname, oname, "optimizer", staged_in, caller=caller
@@ -1061,6 +1070,8 @@ class Tracer:
                     },
                     "group": g,
                 }
+                if hyper is not None:
+                    ev.meta["hyper"] = hyper
                 if copies is not None:
                     self._dump(ev, copies, tensors, names=(in_names, names))
 

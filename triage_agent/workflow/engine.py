@@ -1,14 +1,23 @@
-"""The deterministic policy that drives the two stages end to end (`triage run`).
+"""The workflow end to end (`triage run`): one loop of general moves.
 
-Order: record the case -> baselines (cached) -> confirm and characterise the mismatch ->
-stage 1 within budget -> stage 2 tracing (to hunt the origin when stage 1 explained
-nothing, or to confirm that the observed first divergence is the one a supported
-hypothesis explains) -> one-policy fix validation, uninstrumented -> verdict.
+Baselines (cached) and the metric bits first: where the runs first differ and in what phase
+(a run that fails outright is handled as an outcome, :mod:`.crash`). Then the loop: the
+situation (:mod:`.situation`: everything the ledger holds and this process observed) goes
+to the proposers (:mod:`.proposers`, pure functions from evidence to moves), the chooser
+(:mod:`.chooser`) picks the move with the best separation per second and writes its choice
+and the alternatives to the ledger, the move is made (:mod:`.moves`: observe, test, read),
+and what it learnt is in the situation for the next round. The loop ends when no move is
+left (a hypothesis is proven and read, or nothing more can be tried) or the budget is spent.
+Then the verdict (:func:`decide`): only from a hypothesis whose intervention made every
+step match, or, weaker and labelled so, one a reproducer supports and the trace origin
+confirms; otherwise `unknown` with the best localisation.
 
-Resumable: each finished stage is a `stage` event in the ledger that records the mismatch
-step it was computed for; hypotheses already tested keep their evidence, so a second
-`triage run` after Ctrl-C continues where it stopped, and one whose step differs (other
-metrics, other baselines) redoes what depended on the step.
+Resumable: each finished observation is a `stage` event in the ledger that records the
+mismatch step it was computed for, and every test keeps its evidence, so a second
+`triage run` after Ctrl-C rebuilds the situation from the ledger and continues where it
+stopped; one whose step differs (other metrics, other baselines) redoes what depended on it.
+`suggest_next` shows the chooser's ranking for the case as the ledger holds it, launching
+nothing.
 """
 
 from __future__ import annotations
