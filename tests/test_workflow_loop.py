@@ -180,3 +180,41 @@ def test_the_chooser_ranks_by_value_and_holds_back_what_its_rules_say():
     assert [m.key for m in order] == ["read"]
     assert {m.key for m, _ in held} == {"setting", "trace", "state-arm"}
     assert json.loads(json.dumps([m.value for m in order])) == [0.09]
+
+
+THREADS_TRAIN = """import argparse
+import torch
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--threads", type=int)
+args = p.parse_args()
+torch.set_num_threads(args.threads)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(4096, 256)
+with MetricLog(args.out, rank=0) as log:
+    for step in range(3):
+        h = model[1](model[0](x))
+        loss = (h - h.mean()).pow(2).mean() + model[2](h).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
+def test_a_global_setting_the_runs_compute_under_is_found_and_proven_by_set(tmp_path):
+    case = flags_case(
+        tmp_path, "threads", {"train.py": THREADS_TRAIN}, ["--threads", "1"], ["--threads", "2"]
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "environment", v
+    assert "setting:torch.num_threads" in (v.location or "")
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["set torch.num_threads=1"]
+    manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)
+    assert any("numeric setting torch.num_threads differs" in d for d in manifest.data.differences)

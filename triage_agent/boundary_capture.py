@@ -256,6 +256,9 @@ def state_now(
             state["scheduler" if len(scheds) == 1 else f"scheduler{k}"] = o.state_dict()
         m = build_manifest(state, label=label)
     m.data_cursor = cursor_states(_cursors()) or None
+    from .settings import read_settings
+
+    m.settings = read_settings()
     for name, digest in (rng_start or {}).items():
         if m.rng.get(name) == digest:
             # never seeded nor drawn from: its state is the interpreter's entropy, which

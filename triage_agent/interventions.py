@@ -17,6 +17,8 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``isolate-rng pkg.mod:Qual.name``              isolate    the function runs under every generator's
                                                           state saved before and restored after it
+``set torch.backends.x.y=V``                   set        a global numeric setting (:mod:`.settings`),
+                                                          at start and before every module forward
 ``restore-attrs pkg.mod:Class.attr=V[,...]``    attrs      after ``Class.load_state_dict`` returns, the
                                                           attribute is set to V (JSON; the other run's
                                                           value at that boundary)
@@ -55,6 +57,7 @@ from .metrics import diff_metrics, load_metrics
 from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
 from .records import Case, EvidenceResult, RunSpec
 from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_evidence
+from .settings import SETTINGS, settable
 
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--config")
@@ -93,6 +96,12 @@ class ConfigIntervention(BaseModel):
     @property
     def is_flag(self) -> bool:
         return self.key.startswith("--")
+
+
+class SetIntervention(BaseModel):
+    kind: Literal["set"] = "set"
+    name: str = Field(description="a name of triage_agent.settings.SETTINGS that can be set")
+    value: Any = Field(description="JSON, else the literal text")
 
 
 class DropIntervention(BaseModel):
@@ -150,6 +159,7 @@ Intervention = Annotated[
     EnvIntervention
     | ConfigIntervention
     | DropIntervention
+    | SetIntervention
     | IsolateRngIntervention
     | RestoreAttrsIntervention
     | SuppressIntervention
@@ -162,7 +172,7 @@ INTERVENTION = TypeAdapter(Intervention)
 
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
-    "drop --flag, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
+    "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
     "isolate-rng pkg.mod:Qual.name, restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -190,6 +200,18 @@ def parse_intervention(text: str) -> Intervention:
             return EnvIntervention(key=rest, value=None)
         if word == "config":
             return _parse_config(text, rest)
+        if word == "set":
+            name, eq, raw = rest.partition("=")
+            if not eq or not settable(name):
+                names = ", ".join(n for n in SETTINGS if settable(n))
+                raise _bad(text, f"expected set NAME=VALUE, NAME one of: {names}")
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            if value in ("True", "False"):
+                value = value == "True"
+            return SetIntervention(name=name, value=value)
         if word == "drop":
             if not re.fullmatch(r"--[A-Za-z0-9][\w.-]*", rest):
                 raise _bad(text, "expected drop --flag")
@@ -282,6 +304,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             return f"config {k}={json.dumps(v)}", f"config key {k} = {json.dumps(v)}"
         case DropIntervention(key=k):
             return f"drop {k}", f"launch flag {k} removed"
+        case SetIntervention(name=n, value=v):
+            return f"set {n}={json.dumps(v)}", f"setting {n} = {json.dumps(v)}"
         case IsolateRngIntervention(target=t):
             return (
                 f"isolate-rng {t}",
@@ -527,6 +551,7 @@ def plan(
         for iv in interventions
         if isinstance(iv, EnvIntervention | ConfigIntervention | DropIntervention)
     ]
+    targets += [iv.name for iv in interventions if isinstance(iv, SetIntervention)]
     targets += [
         iv.target
         for iv in interventions
@@ -558,6 +583,8 @@ def plan(
                 launch = [_with_flag(argv, k, None if v is None else str(v)) for argv in launch]
             case DropIntervention(key=k):
                 launch = [_without_flag(argv, k) for argv in launch]
+            case SetIntervention(name=n, value=v):
+                changes.settings[n] = v
             case IsolateRngIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
             case RestoreAttrsIntervention():

@@ -49,6 +49,10 @@ class StateManifest(BaseModel):
     scalars: dict[str, str] = Field(default_factory=dict, description="path -> exact repr")
     rng: dict[str, str] = Field(default_factory=dict, description="stream -> sha256 of its state")
     data_cursor: dict[str, Any] | None = None
+    settings: dict[str, str] = Field(
+        default_factory=dict,
+        description="the global numeric settings the process computes under, name -> repr",
+    )
 
 
 class AttrWrite(BaseModel):
@@ -244,6 +248,7 @@ def diff_manifests(a: StateManifest, b: StateManifest) -> ManifestDiff:
         ("tensor", a.tensors, b.tensors),
         ("scalar", a.scalars, b.scalars),
         ("rng", a.rng, b.rng),
+        ("setting", a.settings, b.settings),
     ):
         only_a += [f"{section}:{k}" for k in sorted(set(da) - set(db))]
         only_b += [f"{section}:{k}" for k in sorted(set(db) - set(da))]

@@ -343,6 +343,9 @@ class PatchFile(BaseModel):
     """What the injected bootstrap reads from the file named by ``TRIAGE_PATCHES``."""
 
     patches: list[FunctionPatch]
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="global numeric settings (:mod:`.settings`) to set"
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -523,6 +526,16 @@ def on_import(pending: dict[str, list[Callable[[Any], None]]]) -> importlib.abc.
 def apply_patches(spec: PatchFile) -> None:
     """Patch what is imported now; patch the rest when (if ever) it is imported."""
     pending: dict[str, list[Callable[[Any], None]]] = {}
+    if spec.settings:
+        from .settings import apply_settings
+
+        def put(_torch: Any = None) -> None:
+            apply_settings(spec.settings)
+
+        if "torch" in sys.modules:
+            put()
+        else:  # not before the job imports torch itself (a launcher process never does)
+            pending.setdefault("torch", []).append(put)
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

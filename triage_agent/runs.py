@@ -82,6 +82,9 @@ class LaunchChanges(BaseModel):
     patches: list[FunctionPatch] = Field(
         default_factory=list, description="functions suppressed or replaced in every process"
     )
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="global numeric settings set in every process"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -90,7 +93,9 @@ class LaunchChanges(BaseModel):
     )
 
     def empty(self) -> bool:
-        return not (self.env or self.patches or self.source_digest or self.described)
+        return not (
+            self.env or self.patches or self.settings or self.source_digest or self.described
+        )
 
 
 STATE_RECORDS = "state/records"  # under a run's directory: the state a launch captured
@@ -553,8 +558,8 @@ def materialize(
     if state_after is not None:
         env.update(_state_capture_env(out, state_after, env.get("PYTHONPATH")))
     report = out / "patches.report.jsonl"
-    if changes.patches:
-        spec = PatchFile(patches=changes.patches, report=str(report))
+    if changes.patches or changes.settings:
+        spec = PatchFile(patches=changes.patches, settings=changes.settings, report=str(report))
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
         env[PATCHES_ENV] = str(out / "patches.json")
     outcome = RunOutcome(

@@ -27,7 +27,13 @@ def register(app: typer.Typer) -> None:
         "differs, 3 not comparable in full).",
     )
     def rerun_cmd(
-        run: Annotated[str, typer.Option("--run", help="the run to change: a, b, its name, or both (the same change in each, compared with each other)")],
+        run: Annotated[
+            str,
+            typer.Option(
+                "--run",
+                help="the run to change: a, b, its name, or both (the same change in each, compared with each other)",
+            ),
+        ],
         changes: Annotated[
             list[str],
             typer.Option(

@@ -387,8 +387,14 @@ def metric_source(root: Path) -> tuple[Path | None, str]:
         except (OSError, ValueError, KeyError, TypeError):
             return None, f"{path} cannot be read"
     if not files:
-        return None, "no process of the recorded run opened a MetricLog, so its metric bits are unknown"
+        return (
+            None,
+            "no process of the recorded run opened a MetricLog, so its metric bits are unknown",
+        )
     dirs = sorted({str(Path(f).parent) for f in files})
     if len(dirs) > 1:
-        return None, f"the recorded run wrote its metrics in {len(dirs)} directories ({dirs[0]}, ...)"
+        return (
+            None,
+            f"the recorded run wrote its metrics in {len(dirs)} directories ({dirs[0]}, ...)",
+        )
     return Path(dirs[0]), ""

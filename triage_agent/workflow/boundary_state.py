@@ -60,6 +60,7 @@ from ..runs import (
     launches_started,
     materialize,
 )
+from ..settings import PRECISION_SETTINGS, settable
 from .arms import Arm
 from .characterize import MismatchReport
 from .classify import CLASSIFICATION
@@ -85,6 +86,7 @@ class PointDiff(BaseModel):
                 "rng": "RNG stream",
                 "scalar": "value",
                 "tensor": "tensor",
+                "setting": "numeric setting",
             }[d.section]
             if d.path.startswith("batch."):
                 what = "batch consumed, input"
@@ -533,6 +535,41 @@ def _saved_at(state_dict_at: str) -> str:
     return state_dict_at
 
 
+def setting_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """Global numeric settings the two runs compute under differently (at initialisation, or
+    where step K+1 starts): B given A's value with ``set``, no source edit. A setting that
+    chooses a precision is a numerical policy by its values; the others (threads, kernels
+    chosen, deterministic algorithms) an environment difference."""
+    import ast
+
+    out: list[Arm] = []
+    seen: set[str] = set()
+    for d in diffs:
+        if d.between != "A vs B":
+            continue
+        for e in d.diff.differences:
+            if e.section != "setting" or e.path in seen or not settable(e.path):
+                continue
+            seen.add(e.path)
+            try:
+                value = ast.literal_eval(e.a or "")
+            except (ValueError, SyntaxError):
+                continue
+            category = "precision" if e.path in PRECISION_SETTINGS else "environment"
+            out.append(
+                _state_arm(
+                    "b",
+                    f"set {e.path}={json.dumps(value)}",
+                    category,
+                    f"setting:{e.path} (A {e.a}, B {e.b})",
+                    f"the runs compute under different {e.path} (A: {e.a}, B: {e.b}, at "
+                    f"{d.point}): this setting changes the bits",
+                    f"setting|{e.path}|{e.a}|{e.b}",
+                )
+            )
+    return out
+
+
 def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
     """Attributes of the job's own objects that their state_dict leaves out and that differ
     between A and B where step K+1 starts, in a run that resumed: the other run's values put
@@ -640,6 +677,7 @@ def boundary_arms(
     result.diffs = compare_records(recs, k)
     if k is not None:
         result.arms, result.said = writer_arms(case, recs, k, result.diffs, outs)
+    result.arms = setting_arms(result.diffs) + result.arms
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
     result.arms += attr_arms(case, recs, k)
