@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 
-from test_workflow_support import flags_case, script_case, triage
+from test_workflow_support import flags_case, resume_case, resume_job, script_case, triage
 
+from triage_agent.interventions import intervene, parse_intervention
 from triage_agent.ledger import Ledger
 from triage_agent.ledger_view import verdict_basis
 from triage_agent.records import EvidenceKind, EvidenceResult, HypothesisStatus
+from triage_agent.workflow.boundary_state import BoundaryState
 from triage_agent.workflow.chooser import rank
 from triage_agent.workflow.engine import RunOptions, suggest_next
 from triage_agent.workflow.moves import Move
@@ -145,9 +147,7 @@ def test_suggest_next_before_the_baselines_says_what_to_do_first(tmp_path):
 
 
 def _notes(case):
-    from triage_agent.ledger import Ledger as L
-
-    events, _ = L(case.workspace).read_events()
+    events, _ = Ledger(case.workspace).read_events()
     return [e for e in events if e.kind == "note"]
 
 
@@ -218,3 +218,80 @@ def test_a_global_setting_the_runs_compute_under_is_found_and_proven_by_set(tmp_
     assert proof.data.interventions == ["set torch.num_threads=1"]
     manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)
     assert any("numeric setting torch.num_threads differs" in d for d in manifest.data.differences)
+
+
+NOISE = '''"""Input noise whose every draw is seeded from how many draws came before."""
+
+import torch
+
+
+class Noise:
+    def __init__(self):
+        self.scale = 0.1
+        self.calls = 0
+
+    def draw(self, shape):
+        torch.manual_seed(1000 + self.calls)
+        self.calls += 1
+        return self.scale * torch.randn(shape)
+
+    def state_dict(self):
+        return {"scale": self.scale}
+
+    def load_state_dict(self, state):
+        self.scale = state["scale"]
+'''
+
+
+def test_a_counter_a_seed_is_computed_from_is_named_with_both_values_and_put_back(tmp_path):
+    (tmp_path / "noise.py").write_text(NOISE)
+    (tmp_path / "train.py").write_text(
+        resume_job(
+            "x + noise.draw(x.shape)",
+            "x = torch.randn(16, 6)\nnoise = Noise()",
+            imports="from noise import Noise",
+            state="noise",
+        )
+    )
+    case = resume_case(
+        tmp_path,
+        "seed-counter",
+        5,
+        2,
+        source_roots=[str(tmp_path)],
+        scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "noise.py")],
+    )
+    result, st = triage(case)
+    assert result.mismatch.step == 3
+    manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)
+    seeds = [d for d in manifest.data.differences if ": seed " in d]
+    assert any(
+        "torch.manual_seed(1003) in A, (1000) in B" in d and "noise.py:12 (Noise.draw)" in d
+        for d in seeds
+    ), seeds
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "noise.py:16" in (v.location or "") and "leaves out calls" in v.location, v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["restore-cursors"]
+    # the state observation also proposed putting back A's value where step 3 starts, named
+    # where Noise.state_dict returns what it saves; that test alone makes every step match
+    attrs = [
+        h for h in st.hypotheses.values() if "attributes its state_dict leaves out" in h.statement
+    ]
+    assert attrs and "calls 1 in B, 4 in A" in attrs[0].statement
+    mark = next(m for m in st.stages if m.get("stage") == "state" and m.get("result"))
+    arms = BoundaryState.model_validate(mark["result"]).arms
+    # B's resumed process moves it by one before step 3's first forward: 4 - 1 is put back
+    assert [a.intervention for a in arms if a.hypothesis.id == attrs[0].id] == [
+        "restore-attrs noise:Noise.calls=3"
+    ]
+    res = intervene(
+        case,
+        "b",
+        [parse_intervention("restore-attrs noise:Noise.calls=3")],
+        ledger=Ledger(case.workspace),
+        hypotheses=[attrs[0].id],
+    )
+    assert res.match.all_match and res.result == EvidenceResult.supported
+    assert res.outcome.patches["noise:Noise.load_state_dict"]["called"] == 1

@@ -316,6 +316,19 @@ class _Watch:
         return out
 
 
+def _job_frame() -> str | None:
+    """file:line (function) of the innermost frame outside torch, numpy, random and this
+    project: the job's line that made the call."""
+    skip = (os.sep + os.path.join("torch", ""), os.path.join("numpy", ""), "triage_agent")
+    f = sys._getframe(2)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not any(s in name for s in skip) and not name.endswith(os.sep + "random.py"):
+            return f"{name}:{f.f_lineno} ({f.f_code.co_qualname})"
+        f = f.f_back
+    return None
+
+
 def _written(attr: str, value: Any, frame: Any) -> Any:
     """One write, with the function it entered the cursor's module through and its caller."""
     from .manifest import AttrWrite
@@ -395,6 +408,41 @@ class _Capture:
         self.hook: Any = None
         self.opened = 0  # the write sequence number at after-K
         self.rng_start: dict[str, str] = {}
+        self.seeds: list[Any] = []
+        self.seeding = False
+
+    def seeded(self, fn: str, value: Any) -> None:
+        """Record one seeding, with the job's frame that made it (never fails the job)."""
+        try:
+            from .manifest import SeedCall, _sha
+
+            said = repr(value) if isinstance(value, int | float | str | None) else _sha(value)
+            self.seeds.append(SeedCall(fn=fn, value=said[:80], caller=_job_frame()))
+        except Exception:  # noqa: BLE001 - as in write
+            pass
+
+    def watch_seeds(self, owner: Any, names: tuple[str, ...], prefix: str) -> None:
+        for name in names:
+            fn = getattr(owner, name, None)
+            if fn is None or getattr(fn, "_triage_seed", False):
+                continue
+
+            def make(fn: Any = fn, label: str = f"{prefix}.{name}") -> Any:
+                @functools.wraps(fn)
+                def seeding(*args: Any, **kwargs: Any) -> Any:
+                    if self.seeding:  # torch.manual_seed seeds CUDA too: one call, one record
+                        return fn(*args, **kwargs)
+                    self.seeded(label, args[0] if args else next(iter(kwargs.values()), None))
+                    self.seeding = True
+                    try:
+                        return fn(*args, **kwargs)
+                    finally:
+                        self.seeding = False
+
+                seeding._triage_seed = True  # type: ignore[attr-defined]
+                return seeding
+
+            setattr(owner, name, make())
 
     def install(self) -> None:
         """At start-up. Nothing here imports torch: the hook is set once the job imports it,
@@ -407,6 +455,7 @@ class _Capture:
         from .policies import on_import
 
         self.rng_start["python"] = _sha(random.getstate())
+        self.watch_seeds(random, ("seed", "setstate"), "random")
         pending: dict[str, list[Callable[[Any], None]]] = {}
         for name, then in (
             ("numpy.random", self.numpy_imported),
@@ -431,11 +480,17 @@ class _Capture:
         from .manifest import _sha
 
         self.rng_start["numpy"] = _sha(nprandom.get_state())
+        self.watch_seeds(nprandom, ("seed", "set_state"), "numpy.random")
 
     def torch_imported(self, torch: Any) -> None:
         from .manifest import _sha
 
         self.rng_start["torch_cpu"] = _sha(torch.get_rng_state())
+        self.watch_seeds(torch, ("manual_seed", "seed", "set_rng_state"), "torch")
+        self.watch_seeds(torch.random, ("manual_seed", "seed", "set_rng_state"), "torch.random")
+        self.watch_seeds(
+            torch.cuda, ("manual_seed", "manual_seed_all", "set_rng_state"), "torch.cuda"
+        )
         self.hook = torch.nn.modules.module.register_module_forward_pre_hook(self.on_forward)
 
     def write(self, point: str, batch: tuple | None = None, writes: list | None = None) -> None:
@@ -454,7 +509,9 @@ class _Capture:
             pid=os.getpid(),
             manifest=state_now(batch, label=point, rng_start=self.rng_start),
             writes=writes or [],
+            seeds=self.seeds,
         )
+        self.seeds = []
         write_report(self.cfg.out_dir, f"state-{point}-rank{rank}-pid{os.getpid()}.json", rec)
 
     def reached_after(self) -> None:

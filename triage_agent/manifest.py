@@ -71,6 +71,16 @@ class AttrWrite(BaseModel):
     caller_function: str | None = None
 
 
+class SeedCall(BaseModel):
+    """One seeding of a generator (``torch.manual_seed``, ``random.seed``, ``set_rng_state``
+    ...): what was called, with what value (a digest for a state), and from where in the
+    job's code."""
+
+    fn: str
+    value: str
+    caller: str | None = Field(default=None, description="file:line (function) of the call")
+
+
 class BoundaryRecord(BaseModel):
     """The state one process holds at one step boundary (see triage_agent.boundary_capture).
 
@@ -85,6 +95,10 @@ class BoundaryRecord(BaseModel):
     pid: int
     manifest: StateManifest
     writes: list[AttrWrite] = Field(default_factory=list)
+    seeds: list[SeedCall] = Field(
+        default_factory=list,
+        description="generators seeded in this process since its previous record",
+    )
 
 
 class EntryDiff(BaseModel):

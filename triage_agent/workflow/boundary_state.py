@@ -33,6 +33,7 @@ asks, and a rerun that failed is not cached, so the arm launches it again itself
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -49,7 +51,7 @@ from ..errors import InputError
 from ..evidence_data import ManifestData
 from ..interventions import parse_intervention, rerun
 from ..ledger import Ledger
-from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, diff_manifests
+from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, SeedCall, diff_manifests
 from ..process import end_side_by_side
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
 from ..runs import (
@@ -77,9 +79,14 @@ class PointDiff(BaseModel):
     rank: int
     between: str = Field(description="'A vs B', or 'B saved vs B resumed'")
     diff: ManifestDiff
+    seeds: list[str] = Field(
+        default_factory=list,
+        description="seedings made on the way to this point that differ between the two "
+        "(another value at the same line, or a seeding only one makes)",
+    )
 
     def sentences(self) -> list[str]:
-        out = []
+        out = [f"{self.point} rank {self.rank}: seed {s}" for s in self.seeds]
         for d in self.diff.differences:
             what = {
                 "data": "data cursor",
@@ -314,7 +321,15 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
         for point, ra, rb in pairs:
             if ra is not None and rb is not None:
                 d = diff_manifests(ra.manifest, rb.manifest)
-                diffs.append(PointDiff(point=point, rank=rank, between="A vs B", diff=d))
+                diffs.append(
+                    PointDiff(
+                        point=point,
+                        rank=rank,
+                        between="A vs B",
+                        diff=d,
+                        seeds=seed_differences(ra.seeds, rb.seeds),
+                    )
+                )
         if k is None:
             continue
         for run in ("a", "b"):
@@ -331,6 +346,26 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
                     )
                 )
     return diffs
+
+
+def seed_differences(sa: list[SeedCall], sb: list[SeedCall]) -> list[str]:
+    """The seedings two processes made on the way to the same point, paired by what was
+    called from where, in order: another value, or a seeding only one of them makes."""
+    out: list[str] = []
+    key_a = [(s.fn, s.caller) for s in sa]
+    key_b = [(s.fn, s.caller) for s in sb]
+    sm = difflib.SequenceMatcher(a=key_a, b=key_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            out += [
+                f"{a.fn}({a.value}) in A, ({b.value}) in B, at {a.caller or 'an unknown line'}"
+                for a, b in zip(sa[i1:i2], sb[j1:j2], strict=True)
+                if a.value != b.value
+            ]
+            continue
+        out += [f"{a.fn}({a.value}) only in A, at {a.caller}" for a in sa[i1:i2]]
+        out += [f"{b.fn}({b.value}) only in B, at {b.caller}" for b in sb[j1:j2]]
+    return out[:8]
 
 
 def _writes_key(w: AttrWrite, cwd: str | None) -> tuple[str, str]:
@@ -570,6 +605,17 @@ def setting_arms(diffs: list[PointDiff]) -> list[Arm]:
     return out
 
 
+def _at_load(theirs: Any, mine: Any, mine_at_resume: Any) -> Any:
+    """The value to put back when the checkpoint is loaded, so that the resumed run holds the
+    other run's value where step K+1 starts: a number the resumed process itself moved on the
+    way there (a counter a step advances before its first forward) is put back less that
+    move; anything else as the other run had it."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (theirs, mine))
+    if numbers and isinstance(mine_at_resume, int | float) and not isinstance(mine_at_resume, bool):
+        return theirs - (mine - mine_at_resume)
+    return theirs
+
+
 def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
     """Attributes of the job's own objects that their state_dict leaves out and that differ
     between A and B where step K+1 starts, in a run that resumed: the other run's values put
@@ -599,7 +645,10 @@ def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) 
                     continue
                 cls = name.removesuffix(UNSAVED.format(name=""))
                 at = _saved_at(str(was.get("state_dict_at", cls)))
-                values = ",".join(f"{cls}.{a}={json.dumps(was[a])}" for a in lost[:4])
+                trip = _round_trip(recs[run], k, rank)
+                began = ((trip[1].manifest.data_cursor or {}).get(name) or {}) if trip else {}
+                put = {a: _at_load(was[a], now[a], began.get(a)) for a in lost[:4]}
+                values = ",".join(f"{cls}.{a}={json.dumps(v)}" for a, v in put.items())
                 said = ", ".join(
                     f"{a} {now[a]!r} in {run.upper()}, {was[a]!r} in {other.upper()}"
                     for a in lost[:4]
