@@ -295,3 +295,37 @@ def test_run_workflow_reports_verdict_progress_and_resumes(tmp_path):
     assert again.structured_content["verdict"] == r["verdict"]
     # resumable: a finished workflow adds stage markers at most, no new evidence
     assert len(ws.ledger.state().evidence) == len(st.evidence)
+
+
+def test_suggest_next_shows_the_loops_ranking_and_launches_nothing(policy_ws):
+    ws = policy_ws
+
+    async def go():
+        async with Client(build_server(ws)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            await c.call_tool("open_case", {})
+            out = {"before": await c.call_tool("suggest_next", {})}
+            out["confirm"] = await c.call_tool("confirm_mismatch", {"relaunch": True})
+            out["runs"] = sorted(p.name for p in (ws.root / ".triage" / "runs").rglob("*-*"))
+            out["after"] = await c.call_tool("suggest_next", {})
+            out["runs_after"] = sorted(p.name for p in (ws.root / ".triage" / "runs").rglob("*-*"))
+            return tools, out
+
+    tools, out = run_async(go)
+    assert tools["suggest_next"].annotations.read_only_hint
+    before = out["before"]
+    assert not before.is_error, before.content
+    assert before.structured_content["suggestions"] == []
+    assert "baselines have not run" in before.structured_content["said"]
+    assert not out["confirm"].is_error, out["confirm"].content
+    after = out["after"].structured_content
+    assert after["mismatch_step"] == 1
+    ranked = after["suggestions"]
+    made = [s for s in ranked if s["waits"] is None]
+    # nothing is observed yet: the scan (beside the state capture) ranks first, and the
+    # flag only B passes is a test that waits for the observations
+    assert made[0]["kind"] == "observe" and "scan" in made[0]["move"]
+    waiting = {s["intervention"]: s["waits"] for s in ranked if s["waits"]}
+    assert waiting.get("drop --fast-path") == "waits for the observations still to make"
+    assert all(s["why"] for s in ranked)
+    assert out["runs_after"] == out["runs"]  # nothing launched by suggest_next
