@@ -295,3 +295,56 @@ def test_a_counter_a_seed_is_computed_from_is_named_with_both_values_and_put_bac
     )
     assert res.match.all_match and res.result == EvidenceResult.supported
     assert res.outcome.patches["noise:Noise.load_state_dict"]["called"] == 1
+
+
+HASHED_TRAIN = """import sys
+import torch
+from penalty import penalty
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(6)], torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x = torch.randn(32, 8)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(3):
+        loss = model(x).pow(2).mean() + penalty(model)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+PENALTY = '''"""An L2 penalty over the weights, not the biases."""
+
+
+def penalty(model):
+    names = {n for n, _ in model.named_parameters() if n.endswith("weight")}
+    params = dict(model.named_parameters())
+    total = 0.0
+    for name in names:
+        total = total + params[name].pow(2).sum() / 7
+    return total
+'''
+
+
+def test_an_order_taken_from_the_hash_seed_is_a_bug_at_the_line_that_runs_it(tmp_path):
+    case = script_case(tmp_path, "hashed", "-", {"train.py": HASHED_TRAIN, "penalty.py": PENALTY})
+    # the same command twice, each launcher with a hash seed of its own
+    case = case.model_copy(
+        update={
+            "run_a": case.run_a.model_copy(
+                update={"env": {"PYTHONHASHSEED": "1"}, "launch": [case.run_a.launch[0]]}
+            ),
+            "run_b": case.run_b.model_copy(
+                update={"env": {"PYTHONHASHSEED": "3"}, "launch": [case.run_a.launch[0]]}
+            ),
+        }
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert (v.location or "").startswith("penalty.py:9;"), v.location
+    assert "follows PYTHONHASHSEED" in v.statement and "not a numerical policy" in v.statement
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["env PYTHONHASHSEED=1"]

@@ -27,8 +27,15 @@ NUMERIC_ENV_EXACT = (
     "TRITON_CACHE_DIR",
     "DS_ACCELERATOR",
     "WORLD_SIZE",
+    "ATEN_CPU_CAPABILITY",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
 )
-NUMERIC_ENV_PREFIXES = ("NCCL_", "NVTE_", "TORCH_NCCL_", "CUDNN_", "CUBLAS", "TORCHINDUCTOR_")
+NUMERIC_ENV_PREFIXES = (
+    *("NCCL_", "NVTE_", "TORCH_NCCL_", "CUDNN_", "CUBLAS", "TORCHINDUCTOR_"),
+    *("MKL_", "KMP_", "DNNL_", "ONEDNN_"),
+)
 
 
 def numeric_env(environ: dict[str, str] | None = None) -> dict[str, str]:

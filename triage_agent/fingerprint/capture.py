@@ -869,8 +869,9 @@ class Tracer:
                 self._uninit.pop(self._uninit_key(t), None)
         out = func(*args, **kwargs)
         # an in-place update is structural: one run may make it where the other does not; a
-        # draw moves a generator every later draw shares: both name the job's line that ran them
-        caller = _caller() if mutable or info.seeded else None
+        # draw moves a generator every later draw shares: both name the job's line that ran them,
+        # as does an op asked for by name (a dump)
+        caller = _caller() if mutable or info.seeded or dump else None
         ev = self._new_event("op", name, scope, phase, staged_in, caller=caller)
         outs = _tensors(out)
         ev.outputs = self._stage_all(outs, mode, allocated=info.allocates)

@@ -4,7 +4,8 @@ Moves are ranked by separation per second (a move's gain over its expected cost)
 keep the ranking honest about what the evidence says:
 
 - once a hypothesis is proven (its intervention made every step match), only moves that read
-  it further are left: a second proof would not change what the runs showed;
+  it further are left (and the trace such a reading needs): a second proof would not change
+  what the runs showed;
 - a test no observation points at (an unguided one: a declared setting, which is usually the
   premise of the comparison; a restore that nothing observed asks for) waits until every
   observation that could point elsewhere is made.
@@ -46,8 +47,8 @@ def rank(moves: list[Move], proven: bool) -> tuple[list[Move], list[tuple[Move, 
     """(the moves in the order they would be made, the moves held back and why)."""
     held: list[tuple[Move, str]] = []
     if proven:
-        held += [(m, "a hypothesis is proven") for m in moves if m.kind != "read"]
-        moves = [m for m in moves if m.kind == "read"]
+        held += [(m, "a hypothesis is proven") for m in moves if not _reads(m)]
+        moves = [m for m in moves if _reads(m)]
     if any(m.kind == "observe" and m.guided for m in moves):
         held += [
             (m, "waits for the observations still to make")
@@ -57,6 +58,10 @@ def rank(moves: list[Move], proven: bool) -> tuple[list[Move], list[tuple[Move, 
         moves = [m for m in moves if not (m.kind == "test" and not m.guided)]
     order = {id(m): i for i, m in enumerate(moves)}
     return sorted(moves, key=lambda m: (-m.value, order[id(m)])), held
+
+
+def _reads(m: Move) -> bool:
+    return m.kind == "read" or m.reading
 
 
 def ranked(sit: Situation) -> tuple[list[Move], list[tuple[Move, str]]]:

@@ -44,6 +44,18 @@ PRECISIONS = frozenset(
 )
 
 
+# Variables that pin an input no launch otherwise controls: Python's string hashing (the
+# iteration order of every set and of dicts built from one). A difference they carry is an
+# order the job's own code took from them, not a choice of the numerical stack.
+UNCONTROLLED_ENV = frozenset({"PYTHONHASHSEED"})
+
+
+def uncontrolled(location: str) -> bool:
+    """Whether a setting's location (``env:VAR``) names an uncontrolled input."""
+    kind, _, key = location.partition(":")
+    return kind == "env" and key in UNCONTROLLED_ENV
+
+
 def _precision(v: Any) -> str | None:
     if not isinstance(v, str):
         return None
@@ -222,8 +234,18 @@ def declared_differences(
     )
 
 
+def selects_computation(d: DeclaredDifference) -> bool:
+    """A variable of the numerical stack (threads, kernels, workspaces, libraries' own
+    switches) or an uncontrolled input: the environment a run computes in. Any other variable
+    is read by the job's own code, like a flag: a setting of the job."""
+    return d.kind == "env" and (_numeric(d.key) or d.key in UNCONTROLLED_ENV)
+
+
 def hypothesis_for(d: DeclaredDifference) -> Hypothesis:
-    category = "environment" if d.kind == "env" else "precision" if d.precision else "config"
+    if d.kind == "env":
+        category = "environment" if selects_computation(d) else "config"
+    else:
+        category = "precision" if d.precision else "config"
     hid = (
         "H-"
         + hashlib.sha256(

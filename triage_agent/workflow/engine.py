@@ -253,6 +253,8 @@ def situation(
     sit = Situation(
         case, ledger, rep, opts, deadline, baselines=(ma, mb), declared=declared, launch_s=launch_s
     )
+    for d in declared:
+        sit.where.setdefault(hypothesis_for(d).id, d.location())
     k = rep.step - 1 if rep.step else None
     sit.state_in_baselines = bool(outs) and all(o.state_after == k for o in outs or ())
     st = ledger.state()

@@ -58,6 +58,11 @@ class Move(BaseModel):
     evidence: list[str] = Field(default_factory=list, description="ledger evidence ids behind it")
     arm: Arm | None = None
     hypothesis: str | None = Field(default=None, description="the hypothesis it decides")
+    reading: bool = Field(
+        default=False,
+        description="made to read a proven hypothesis further (a trace a reading needs): it "
+        "goes on after a proof, like the reading itself",
+    )
     beside: Literal["state"] | None = Field(
         default=None,
         description="an observation made at the same time (the scan runs while the state "

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from ..records import Classification, Hypothesis
 from .arms import Arm, prior_rerun
 from .classify import CLASSIFICATION, FIX_POLICY
-from .declared import hypothesis_for
+from .declared import hypothesis_for, selects_computation, uncontrolled
 from .moves import Move, arm_move
 from .situation import Situation, relaunchable
 from .structural import is_draw
@@ -94,7 +94,7 @@ def observations(sit: Situation) -> list[Move]:
                 "run carried into the first differing step",
             )
         )
-    wants_reading = any(h.category == "config" and h.id not in sit.read for h in sit.proven())
+    wants_reading = any(_readable(sit, h) for h in sit.proven())
     if (
         relaunchable(sit.case)
         and not sit.traced
@@ -113,6 +113,7 @@ def observations(sit: Situation) -> list[Move]:
                 why="the first event whose inputs are equal and whose outputs differ, and the "
                 "events only one run executes"
                 + ("; a proven setting is read from it" if wants_reading else ""),
+                reading=wants_reading,
             )
         )
     if (
@@ -160,9 +161,11 @@ def declared(sit: Situation) -> list[Move]:
         if prior_rerun(sit.ledger, hyp.id) is not None:
             continue  # decided (supported or refuted) in one direction
         numeric = d.kind == "env" and _numeric_env(d.key)
-        gain = NUMERIC_ENV if numeric else ENV if d.kind == "env" else SETTING
-        guided = d.kind == "env"
-        why = f"{d.said()}" + ("" if guided else "; a declared setting is tested after the traces")
+        guided = selects_computation(d)
+        gain = NUMERIC_ENV if numeric else ENV if guided else SETTING
+        why = f"{d.said()}" + (
+            "" if guided else "; a setting of the job's own, tested after the observations"
+        )
         b_arm = _declared_arm(d, "b") if d.on("b") else None
         if b_arm is not None and _untested(sit, b_arm):
             out.append(arm_move(b_arm, gain=gain, guided=guided, why=why, cost_s=L))
@@ -393,8 +396,19 @@ def readings(sit: Situation) -> list[Move]:
             hypothesis=h.id,
         )
         for h in sit.proven()
-        if h.category == "config" and h.id not in sit.read
+        if _readable(sit, h)
     ]
+
+
+def _readable(sit: Situation, h: Hypothesis) -> bool:
+    """A proven declared setting whose meaning the trace can still say: a config key or flag
+    (a policy, or a defect it exposes), or a variable that pins an input no launch controls
+    (an order the job's code took from it)."""
+    if h.id in sit.read:
+        return False
+    return h.category == "config" or (
+        h.category == "environment" and uncontrolled(sit.where.get(h.id, ""))
+    )
 
 
 def _proof(sit: Situation, h: Hypothesis) -> str:

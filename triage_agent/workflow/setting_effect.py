@@ -56,6 +56,7 @@ from .classify import (
     RANDOM_OPS,
     parse_op,
 )
+from .declared import uncontrolled
 from .stage2 import new_context, trace_and_compare
 from .state_counter import counter_writer
 
@@ -167,12 +168,26 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
                 seen.update(a.outputs)
                 continue
             role: Role = "origin" if a.inputs == b.inputs else "receiver"
-            if role == "receiver" and seen.issuperset(a.inputs) and seen.issuperset(b.inputs):
-                # values both runs computed alike, read in another order (a sum reordered)
+            if role == "receiver" and (
+                (seen.issuperset(a.inputs) and seen.issuperset(b.inputs))
+                or _same_calls_reordered(a, b, ea, eb)
+            ):
+                # values both runs computed alike, read in another order (a sum reordered),
+                # or the same op given the same values in another order (a loop over a set)
                 role = "reordered"
             parted = [a.name] if role == "reordered" else []
             return FirstDivergence.at(a, role, rank, i1 + k, parted, partner=b)
     return None
+
+
+def _same_calls_reordered(a: Any, b: Any, ea: list[Any], eb: list[Any]) -> bool:
+    """Each run's op reads what the other run's calls of the same op in that step read: the
+    same calls, made in another order."""
+
+    def read_by(stream: list[Any], like: Any) -> set[str | None]:
+        return {i for e in stream if e.step == like.step and e.name == like.name for i in e.inputs}
+
+    return set(a.inputs) <= read_by(eb, a) and set(b.inputs) <= read_by(ea, b)
 
 
 def _opcodes(ea: list[Any], eb: list[Any]) -> list[tuple[str, int, int, int, int]]:
@@ -520,6 +535,21 @@ def read_proven_setting(
         odd = sorted({n for n in d.parted if not is_arithmetic(n)})
         if odd:
             return unknown(f"{how}, with non-arithmetic ops {odd[:5]}")
+        if uncontrolled(setting):
+            return _read_uncontrolled_order(
+                case,
+                ledger,
+                rep,
+                hyp,
+                setting,
+                d,
+                how,
+                trace_ev,
+                timeout_s,
+                deadline,
+                on_status,
+                unknown,
+            )
         if ulps > ROUNDING_ULPS:
             return unknown(
                 f"{how} (arithmetic only), but the first differing metric is {ulps:g} ulp "
@@ -590,6 +620,65 @@ def read_proven_setting(
             f"other scalars ({shown}), a value that should not depend on the setting"
         )
     return _record(ledger, hyp, ev, Classification.bug, loc, said)
+
+
+def _read_uncontrolled_order(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    hyp: Hypothesis,
+    setting: str,
+    d: FirstDivergence,
+    how: str,
+    trace_ev: Evidence,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None],
+    unknown: Callable[[str], None],
+) -> SettingReading | None:
+    """The same arithmetic in another order, under a setting no one chooses (the hash seed):
+    not a policy, an order the job's code took from it. Where: the job's line that runs the
+    first reordered op, from a dump of that op in both runs (a dumped op names its caller)."""
+    if time.monotonic() >= deadline:
+        return unknown("budget reached before finding the line that runs the reordered op")
+    site = d.caller
+    ev: Evidence | None = None
+    if site is None:
+        ws = Path(ledger.workspace)
+        ctx = new_context(
+            case, ledger, rep, timeout_s=timeout_s, deadline=deadline, on_status=on_status
+        )
+        cfg = CaptureConfig(
+            out_dir=ws / "unused", steps=(d.step, d.step), level="op", dump=[d.name]
+        )
+        res, ev = trace_and_compare(ctx, cfg, "reordered op call site")
+        if res is None:
+            return unknown(f"the trace naming the line of {d.name} failed ({ev.id})")
+        ledger.add_evidence(ev)
+        dirs = ev.data_as(TraceCompareData).trace_dirs
+        site = _caller_of(dirs["a"], d) or _caller_of(dirs["b"], d)
+    if site is None:
+        return unknown(f"{how}, and no line of the job's runs {d.name}")
+    file, _, line = site.rpartition(":")
+    loc = f"{_short(file, case)}:{line}"
+    said = (
+        f"{how}: the order follows {setting.partition(':')[2]}, an input no launch controls, so "
+        f"it is taken from the iteration order of a hash-ordered container in the job's code "
+        f"around {loc}, where the reordered op runs: a defect (sort what is iterated, or pin "
+        "the order), not a numerical policy"
+    )
+    return _record(ledger, hyp, ev or trace_ev, Classification.bug, loc, said)
+
+
+def _caller_of(trace_dir: str, d: FirstDivergence) -> str | None:
+    run = load_run(trace_dir)
+    stream = run.ranks.get(d.rank)
+    if stream is None:
+        return None
+    for e in stream.events(0, len(stream)):
+        if (e.step, e.scope, e.name, e.call) == (d.step, d.scope, d.name, d.call) and e.caller:
+            return e.caller
+    return None
 
 
 def _region_text(r: CompiledRegion) -> str:
