@@ -214,6 +214,8 @@ def test_a_global_setting_the_runs_compute_under_is_found_and_proven_by_set(tmp_
     v = result.verdict
     assert v is not None and v.classification.value == "environment", v
     assert "setting:torch.num_threads" in (v.location or "")
+    # read further: the one declared difference, tested too, is what sets it
+    assert "set by config:--threads" in v.location, v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["set torch.num_threads=1"]
     manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)

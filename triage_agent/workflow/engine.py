@@ -566,6 +566,16 @@ def decide(
         loc_parts.append(hyp.rationale.split(" ", 1)[0])
     if (where or {}).get(hyp.id):
         loc_parts.append(where[hyp.id])
+        if where[hyp.id].startswith("setting:"):
+            # the declared differences proven beside it are what set it
+            loc_parts += [
+                f"set by {where[h.id]}"
+                for h in st.hypotheses.values()
+                if h.id != hyp.id
+                and h.status == HypothesisStatus.supported
+                and (where.get(h.id) or "").startswith(("config:", "env:"))
+                and validated_by_rerun(ledger, h.id) is not None
+            ]
     if trace is not None and trace.origin_location:
         loc_parts.append(f"first divergence: {trace.origin_location}")
     fix_text = FIX_TEXT.get(hyp.category, "")

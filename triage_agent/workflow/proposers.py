@@ -150,9 +150,19 @@ def _declared_arm(d, run: str, also: list[str] | None = None, hyp: Hypothesis | 
     )
 
 
+def _setting_proven(sit: Situation) -> list[Hypothesis]:
+    """Proven hypotheses that name a global numeric setting (the state observation's)."""
+    return [h for h in sit.proven() if sit.where.get(h.id, "").startswith("setting:")]
+
+
 def declared(sit: Situation) -> list[Move]:
-    if not sit.relaunch or sit.proven():
+    if not sit.relaunch:
         return []
+    proven = sit.proven()
+    if proven and not (_setting_proven(sit) == proven and sit.declared):
+        return []
+    if proven:
+        return _who_sets_it(sit)
     L = sit.launch_s
     out: list[Move] = []
     failed: list = []
@@ -183,6 +193,28 @@ def declared(sit: Situation) -> list[Move]:
         elif a_arm is not None and sit.failed_to_launch(a_arm) and d not in failed:
             failed.append(d)
     out += _coupled(sit, failed)
+    return out
+
+
+def _who_sets_it(sit: Situation) -> list[Move]:
+    """A proven numeric setting says how the runs differ, not which of their declared
+    differences made them so: each declared difference is tested (B given A's value), as part
+    of reading the proof, so the verdict can name what the user set."""
+    setting = _setting_proven(sit)[0]
+    out = []
+    for d in sit.declared:
+        arm = _declared_arm(d, "b") if d.on("b") else None
+        if arm is None or not _untested(sit, arm) or prior_rerun(sit.ledger, arm.hypothesis.id):
+            continue
+        m = arm_move(
+            arm,
+            gain=POINTED,
+            guided=True,
+            why=f"{sit.where.get(setting.id)} is proven; which declared difference sets it: "
+            f"{d.said()}",
+            cost_s=sit.launch_s,
+        )
+        out.append(m.model_copy(update={"reading": True}))
     return out
 
 
