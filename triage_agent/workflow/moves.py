@@ -21,6 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..evidence_data import TraceCompareData
+from ..fingerprint import CaptureConfig
 from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
 from .boundary_state import boundary_arms
@@ -30,10 +32,12 @@ from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
 from .situation import Situation
 from .stage1 import run_stage1
-from .structural import extra_call_arms
+from .structural import extra_call_arms, is_draw
 
 Status = Callable[[str, str], None]
-What = Literal["scan", "state", "trace", "bisect", "arm", "origin-fix", "read-setting"]
+What = Literal[
+    "scan", "state", "trace", "trace-draws", "bisect", "arm", "origin-fix", "read-setting"
+]
 
 
 class Move(BaseModel):
@@ -103,6 +107,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "scan": _scan,
         "state": _state,
         "trace": _trace,
+        "trace-draws": _trace_draws,
         "bisect": _bisect,
         "arm": _arm,
         "origin-fix": _origin_fix,
@@ -181,6 +186,60 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
             sit.ledger.note(f"extra call not testable: {line}")
         sit.trace_arms = found
         for a in found:
+            sit.where.setdefault(a.hypothesis.id, a.location)
+
+
+def moved_generator(sit: Situation) -> bool:
+    """The trace's origin is a draw whose generator state differs between the runs: it
+    received its difference through the generator, from whatever moved it before."""
+    t = sit.trace
+    if t is None or t.origin is None or not is_draw(t.origin.name):
+        return False
+    try:
+        states = t.evidence.data_as(TraceCompareData).rng_state
+    except TypeError:
+        return False
+    return isinstance(states, dict) and states.get("a") != states.get("b")
+
+
+def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
+    """Who moved the generator: every op of the step before the draw and of the draw's own,
+    so a draw (or a seeding) only one run makes between the last equal boundary and the
+    origin is an event one run executes, with its call site."""
+    from .stage2 import new_context, trace_and_compare
+
+    assert sit.trace is not None and sit.trace.origin is not None
+    step = sit.trace.origin.step
+    first = sit.rep.diff.common_steps[0] if sit.rep.diff.common_steps else 0
+    lo = max(step - 1, first)
+    ctx = new_context(
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("stage 2", m),
+        executor=sit.opts.executor,
+    )
+    cfg = CaptureConfig(
+        out_dir=Path(sit.ledger.workspace) / "unused", steps=(lo, step), level="op", digest="both"
+    )
+    res, ev = trace_and_compare(ctx, cfg, "who moved the generator")
+    if res is None:
+        return
+    ctx.saw(res)
+    draws = [c for c in ctx.extra_calls if is_draw(c.event)]
+    ev.summary += f"; {len(draws)} draw(s) only one run makes in steps {lo}-{step}" + (
+        f", first {draws[0].describe()}" if draws else ""
+    )
+    sit.ledger.add_evidence(ev)
+    found, said = extra_call_arms(sit.case, draws + [c for c in ctx.extra_calls if c not in draws])
+    for line in said[:3]:
+        sit.ledger.note(f"extra call not testable: {line}")
+    known = {(a.run, a.intervention) for a in sit.trace_arms}
+    for a in found:
+        if (a.run, a.intervention) not in known:
+            sit.trace_arms.append(a)
             sit.where.setdefault(a.hypothesis.id, a.location)
 
 

@@ -29,7 +29,7 @@ from ..records import Classification, Hypothesis
 from .arms import Arm, prior_rerun
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for, selects_computation, uncontrolled
-from .moves import Move, arm_move
+from .moves import Move, arm_move, moved_generator
 from .situation import Situation, relaunchable
 from .structural import is_draw
 
@@ -305,6 +305,26 @@ def traced(sit: Situation) -> list[Move]:
         for a in sit.trace_arms
         if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
     ]
+    if moved_generator(sit) and not any(
+        is_draw(a.location) or "isolate-rng" in a.intervention for a in sit.trace_arms
+    ):
+        step = sit.trace.origin.step if sit.trace.origin else 0
+        out.append(
+            Move(
+                key="trace-draws",
+                kind="observe",
+                what="trace-draws",
+                said=f"trace every op of steps {max(step - 1, 0)}-{step} of both runs: who moved "
+                "the generator the first differing draw read",
+                cost_s=3 * sit.launch_s,
+                gain=TRACED,
+                guided=True,
+                why=f"the first differing event {sit.trace.origin_location} is a draw whose "
+                "generator state differs: something drew or seeded between the last equal "
+                "boundary and it",
+                evidence=evidence,
+            )
+        )
     hid = sit.trace.origin_hypothesis
     origin = sit.state().hypotheses.get(hid or "")
     if (
