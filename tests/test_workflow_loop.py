@@ -350,3 +350,53 @@ def test_an_order_taken_from_the_hash_seed_is_a_bug_at_the_line_that_runs_it(tmp
     assert "follows PYTHONHASHSEED" in v.statement and "not a numerical policy" in v.statement
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["env PYTHONHASHSEED=1"]
+
+
+NP_TRAIN = """import sys
+import numpy as np
+import torch
+from audit import look
+from triage_agent.metrics import MetricLog
+
+np.random.seed(5)
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+data = torch.randn(64, 8)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(4):
+        x = data[torch.from_numpy(np.random.permutation(64)[:16])]
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+        if "--look" in sys.argv and step == 1:
+            look(x)
+"""
+
+LOOK = '''"""A glance at a few rows of a batch."""
+
+import numpy as np
+
+
+def look(x):
+    rows = np.random.choice(x.shape[0], 2)
+    return x[rows].sum().item()
+'''
+
+
+def test_a_numpy_draw_only_b_makes_is_counted_at_its_line_and_isolated(tmp_path):
+    case = script_case(tmp_path, "np-draw", "--look", {"train.py": NP_TRAIN, "audit.py": LOOK})
+    result, st = triage(case)
+    assert result.mismatch.step == 2
+    manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)
+    assert any(
+        "draw numpy.random.choice at" in d and "audit.py:7 (look): 0 in A, 1 in B" in d
+        for d in manifest.data.differences
+    ), manifest.data.differences
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "audit.py:7" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["isolate-rng audit:look"]

@@ -316,6 +316,17 @@ class _Watch:
         return out
 
 
+PY_DRAWS = (
+    *("random", "randint", "randrange", "choice", "choices", "shuffle", "sample"),
+    *("uniform", "gauss", "normalvariate", "getrandbits"),
+)
+NP_DRAWS = (
+    *("rand", "randn", "randint", "random", "random_sample", "ranf", "sample", "choice"),
+    *("permutation", "shuffle", "normal", "uniform", "binomial", "poisson", "exponential"),
+    *("beta", "gamma", "standard_normal", "bytes"),
+)
+
+
 def _job_frame() -> str | None:
     """file:line (function) of the innermost frame outside torch, numpy, random and this
     project: the job's line that made the call."""
@@ -410,6 +421,7 @@ class _Capture:
         self.rng_start: dict[str, str] = {}
         self.seeds: list[Any] = []
         self.seeding = False
+        self.draws: dict[str, int] = {}
 
     def seeded(self, fn: str, value: Any) -> None:
         """Record one seeding, with the job's frame that made it (never fails the job)."""
@@ -444,6 +456,34 @@ class _Capture:
 
             setattr(owner, name, make())
 
+    def watch_draws(self, owner: Any, names: tuple[str, ...], prefix: str) -> None:
+        """Count the draws from a module's global generator, by the job's line that made them
+        (torch's draws are ops: a trace sees them; numpy's and python's are not)."""
+        for name in names:
+            fn = getattr(owner, name, None)
+            if fn is None or getattr(fn, "_triage_draw", False):
+                continue
+
+            def make(fn: Any = fn, label: str = f"{prefix}.{name}") -> Any:
+                @functools.wraps(fn)
+                def drawing(*args: Any, **kwargs: Any) -> Any:
+                    if not self.seeding:
+                        self.seeding = True  # a draw made by another draw is not the job's
+                        try:
+                            key = f"{label} at {_job_frame()}"
+                            if len(self.draws) < 256 or key in self.draws:
+                                self.draws[key] = self.draws.get(key, 0) + 1
+                        except Exception:  # noqa: BLE001 - as in write
+                            pass
+                        finally:
+                            self.seeding = False
+                    return fn(*args, **kwargs)
+
+                drawing._triage_draw = True  # type: ignore[attr-defined]
+                return drawing
+
+            setattr(owner, name, make())
+
     def install(self) -> None:
         """At start-up. Nothing here imports torch: the hook is set once the job imports it,
         and a process that never does (DeepSpeed's py-cpuinfo probes) pays for reading the
@@ -456,6 +496,7 @@ class _Capture:
 
         self.rng_start["python"] = _sha(random.getstate())
         self.watch_seeds(random, ("seed", "setstate"), "random")
+        self.watch_draws(random, PY_DRAWS, "random")
         pending: dict[str, list[Callable[[Any], None]]] = {}
         for name, then in (
             ("numpy.random", self.numpy_imported),
@@ -481,6 +522,7 @@ class _Capture:
 
         self.rng_start["numpy"] = _sha(nprandom.get_state())
         self.watch_seeds(nprandom, ("seed", "set_state"), "numpy.random")
+        self.watch_draws(nprandom, NP_DRAWS, "numpy.random")
 
     def torch_imported(self, torch: Any) -> None:
         from .manifest import _sha
@@ -510,8 +552,9 @@ class _Capture:
             manifest=state_now(batch, label=point, rng_start=self.rng_start),
             writes=writes or [],
             seeds=self.seeds,
+            draws=self.draws,
         )
-        self.seeds = []
+        self.seeds, self.draws = [], {}
         write_report(self.cfg.out_dir, f"state-{point}-rank{rank}-pid{os.getpid()}.json", rec)
 
     def reached_after(self) -> None:

@@ -99,6 +99,11 @@ class BoundaryRecord(BaseModel):
         default_factory=list,
         description="generators seeded in this process since its previous record",
     )
+    draws: dict[str, int] = Field(
+        default_factory=dict,
+        description="draws from numpy's and python's global generators since the previous "
+        "record: 'fn at file:line (function)' -> how many",
+    )
 
 
 class EntryDiff(BaseModel):

@@ -86,7 +86,7 @@ class PointDiff(BaseModel):
     )
 
     def sentences(self) -> list[str]:
-        out = [f"{self.point} rank {self.rank}: seed {s}" for s in self.seeds]
+        out = [f"{self.point} rank {self.rank}: {s}" for s in self.seeds]
         for d in self.diff.differences:
             what = {
                 "data": "data cursor",
@@ -327,7 +327,8 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
                         rank=rank,
                         between="A vs B",
                         diff=d,
-                        seeds=seed_differences(ra.seeds, rb.seeds),
+                        seeds=seed_differences(ra.seeds, rb.seeds)
+                        + draw_differences(ra.draws, rb.draws),
                     )
                 )
         if k is None:
@@ -358,14 +359,23 @@ def seed_differences(sa: list[SeedCall], sb: list[SeedCall]) -> list[str]:
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
             out += [
-                f"{a.fn}({a.value}) in A, ({b.value}) in B, at {a.caller or 'an unknown line'}"
+                f"seed {a.fn}({a.value}) in A, ({b.value}) in B, at {a.caller or 'an unknown line'}"
                 for a, b in zip(sa[i1:i2], sb[j1:j2], strict=True)
                 if a.value != b.value
             ]
             continue
-        out += [f"{a.fn}({a.value}) only in A, at {a.caller}" for a in sa[i1:i2]]
-        out += [f"{b.fn}({b.value}) only in B, at {b.caller}" for b in sb[j1:j2]]
+        out += [f"seed {a.fn}({a.value}) only in A, at {a.caller}" for a in sa[i1:i2]]
+        out += [f"seed {b.fn}({b.value}) only in B, at {b.caller}" for b in sb[j1:j2]]
     return out[:8]
+
+
+def draw_differences(da: dict[str, int], db: dict[str, int]) -> list[str]:
+    """Draws from numpy's and python's global generators one run makes more often."""
+    return [
+        f"draw {key}: {da.get(key, 0)} in A, {db.get(key, 0)} in B"
+        for key in sorted(set(da) | set(db))
+        if da.get(key, 0) != db.get(key, 0)
+    ][:8]
 
 
 def _writes_key(w: AttrWrite, cwd: str | None) -> tuple[str, str]:
@@ -616,6 +626,56 @@ def _at_load(theirs: Any, mine: Any, mine_at_resume: Any) -> Any:
     return theirs
 
 
+def draw_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
+    """Draws from numpy's or python's global generator that one run makes (or makes more of)
+    on the way to a boundary where the other does not: the function around the drawing line
+    run under saved-and-restored generator state in that run (isolate-rng). Torch's draws are
+    ops, seen by the trace; these are not."""
+    from .structural import call_site
+
+    points = ["init"] + ([f"after-{k}", f"step-{k + 1}"] if k is not None else [])
+    out: list[Arm] = []
+    seen: set[str] = set()
+    ranks = sorted({r.rank for r in recs["a"]} & {r.rank for r in recs["b"]})
+    for rank in ranks[:1]:
+        nxt_a = _pick(recs["a"], points[-1], rank)
+        nxt_b = _pick(recs["b"], points[-1], rank)
+        for point in points:
+            ra = _pick(recs["a"], point, rank, nxt_a.pid if nxt_a else None)
+            rb = _pick(recs["b"], point, rank, nxt_b.pid if nxt_b else None)
+            if ra is None or rb is None:
+                continue
+            for key in sorted(set(ra.draws) | set(rb.draws)):
+                na, nb = ra.draws.get(key, 0), rb.draws.get(key, 0)
+                if na == nb or key in seen:
+                    continue
+                run = "b" if nb > na else "a"
+                fn, _, frame = key.partition(" at ")
+                line = frame.split(" (", 1)[0]
+                spec = case.run_b if run == "b" else case.run_a
+                site = call_site(line, spec.cwd)
+                target = site.target if site else None
+                if target is None or target.startswith("__main__"):
+                    continue
+                seen.add(key)
+                said = (
+                    f"on the way to {point}, run {run.upper()} draws {fn} at {frame} "
+                    f"{max(na, nb)} time(s), run {'A' if run == 'b' else 'B'} {min(na, nb)}: "
+                    "its draws move a generator that training draws from"
+                )
+                out.append(
+                    _state_arm(
+                        run,
+                        f"isolate-rng {target}",
+                        "extra-call",
+                        f"{site.file}:{site.line} ({site.qualname})",
+                        said,
+                        f"draw|{run}|{target}",
+                    )
+                )
+    return out[:3]
+
+
 def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
     """Attributes of the job's own objects that their state_dict leaves out and that differ
     between A and B where step K+1 starts, in a run that resumed: the other run's values put
@@ -730,6 +790,7 @@ def boundary_arms(
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
     result.arms += attr_arms(case, recs, k)
+    result.arms += draw_arms(case, recs, k)
     for a in result.arms:
         if a.hypothesis.id not in ledger.state().hypotheses:
             ledger.put_hypothesis(a.hypothesis)
