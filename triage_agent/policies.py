@@ -122,6 +122,7 @@ def _restore_rng() -> None:
 
 _ENGINE_RESTORED: list[bool] = []
 AT_STEP = ".triage_{what}/step{step}-rank{rank}.pt"
+RESTORED = ".restored.json"  # beside a carried snapshot: what a resumed process put back
 
 
 def _carry_at_steps(
@@ -130,6 +131,7 @@ def _carry_at_steps(
     snapshot: Callable[[], Any],
     restore: Callable[[Any], None],
     skip: Callable[[], bool] = lambda: False,
+    said: Callable[[Any], Any] | None = None,
 ) -> None:
     """What ``snapshot`` returns saved when ``MetricLog.log(K)`` returns (beside the metrics,
     which every command of a run writes to the same directory) and handed to ``restore`` when
@@ -150,7 +152,11 @@ def _carry_at_steps(
         orig_init(log, *args, **kwargs)
         resumed = kwargs.get("resumed_from", args[2] if len(args) > 2 else None)
         if resumed is not None and not skip() and os.path.exists(at(log, resumed)):
-            restore(torch.load(at(log, resumed), weights_only=False))
+            snap = torch.load(at(log, resumed), weights_only=False)
+            restore(snap)
+            if said is not None:  # what was put back, for the evidence to name
+                with open(at(log, resumed) + RESTORED, "w") as f:
+                    json.dump(said(snap), f)
 
     def log_step(log, step, **values):
         out = orig_log(log, step, **values)
@@ -186,14 +192,25 @@ def _schedulers_restore(states: list[Any]) -> None:
 
 
 def _unsaved_now() -> dict[str, dict[str, Any]]:
-    from .boundary_capture import _cursors, _own_class, cursor_state, unsaved_attrs
+    from .boundary_capture import _cursors, _own_class, _saved_keys, cursor_state, unsaved_attrs
 
     out = {}
     for name, o in _cursors().items():
-        if _own_class(type(o)) and (left := unsaved_attrs(o, cursor_state(o))):
-            left.pop("state_dict_at", None)
+        state = cursor_state(o)
+        keys = state if state is not None else _saved_keys(o)
+        if _own_class(type(o)) and (left := unsaved_attrs(o, keys)):
             out[name] = left
     return out
+
+
+def _unsaved_said(snap: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        name: {
+            "attrs": sorted(a for a in attrs if a != "state_dict_at"),
+            "at": attrs.get("state_dict_at"),
+        }
+        for name, attrs in snap.items()
+    }
 
 
 def _unsaved_restore(snap: dict[str, dict[str, Any]]) -> None:
@@ -203,7 +220,8 @@ def _unsaved_restore(snap: dict[str, dict[str, Any]]) -> None:
     for name, attrs in snap.items():
         if name in live:
             for attr, value in attrs.items():
-                setattr(live[name], attr, value)
+                if attr != "state_dict_at":
+                    setattr(live[name], attr, value)
 
 
 def _on_metrics(patch: Callable[[Any], None]) -> None:
@@ -215,7 +233,11 @@ def _on_metrics(patch: Callable[[Any], None]) -> None:
 
 
 def _restore_cursors() -> None:
-    _on_metrics(lambda metrics: _carry_at_steps(metrics, "cursors", _unsaved_now, _unsaved_restore))
+    _on_metrics(
+        lambda metrics: _carry_at_steps(
+            metrics, "cursors", _unsaved_now, _unsaved_restore, said=_unsaved_said
+        )
+    )
 
 
 def _restore_scheduler() -> None:

@@ -9,15 +9,18 @@ nothing). Arms already run keep their evidence: a resumed workflow does not reru
 
 from __future__ import annotations
 
+import ast
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
 from ..interventions import SuppressIntervention, intervene, parse_intervention
 from ..ledger import Ledger
-from ..policies import CALLED_FROM
+from ..policies import CALLED_FROM, RESTORED
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Hypothesis, HypothesisStatus
 
 
@@ -76,6 +79,7 @@ def try_arm(
             return None
         ev = next(e for e in ledger.state().evidence if e.id == res.evidence_id)
         arm.location = _placed(arm, res.outcome.patches)
+        arm.location = _restored(arm, res.outcome.out_dir) or arm.location
     if hyp.status == HypothesisStatus.open and ev.result in (
         EvidenceResult.supported,
         EvidenceResult.refuted,
@@ -96,6 +100,40 @@ def _placed(arm: Arm, patches: dict[str, dict[str, int]]) -> str:
     if len(sites) != 1:
         return arm.location  # none, or several processes disagreeing: keep the function
     return f"{sites[0]}, the call during initialisation into {arm.location}"
+
+
+def saved_at(state_dict_at: str) -> str:
+    """Where a state_dict builds what it saves: its last ``return`` (else its ``def``)."""
+    file, _, line = state_dict_at.rpartition(":")
+    try:
+        tree = ast.parse(Path(file).read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return state_dict_at
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and str(node.lineno) == line:
+            returns = [n.lineno for n in ast.walk(node) if isinstance(n, ast.Return)]
+            return f"{file}:{max(returns)}" if returns else state_dict_at
+    return state_dict_at
+
+
+def _restored(arm: Arm, out_dir: str) -> str | None:
+    """What restore-cursors put back in the resumed process (its report beside the carried
+    snapshot): the objects, the attributes their state_dict leaves out, and where that
+    state_dict returns. None for another arm, or when nothing was put back."""
+    if arm.intervention != "restore-cursors" or not arm.location.startswith("state:"):
+        return None
+    said: dict[str, dict] = {}
+    for f in sorted(Path(out_dir).glob(f"**/*{RESTORED}")):
+        try:
+            said.update(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    parts = [
+        f"{saved_at(v['at'])} ({name}.state_dict leaves out {', '.join(v['attrs'][:4])})"
+        for name, v in sorted(said.items())
+        if isinstance(v, dict) and v.get("at") and v.get("attrs")
+    ]
+    return "; ".join(parts[:2]) or None
 
 
 def first_supported(

@@ -63,7 +63,7 @@ from ..runs import (
     materialize,
 )
 from ..settings import PRECISION_SETTINGS, settable
-from .arms import Arm
+from .arms import Arm, saved_at
 from .characterize import MismatchReport
 from .classify import CLASSIFICATION
 from .markers import done_for
@@ -564,20 +564,15 @@ def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Ar
     return []
 
 
-def _saved_at(state_dict_at: str) -> str:
-    """Where a state_dict builds what it saves: its last ``return`` (else its ``def``)."""
-    import ast
-
-    file, _, line = state_dict_at.rpartition(":")
-    try:
-        tree = ast.parse(Path(file).read_text())
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return state_dict_at
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and str(node.lineno) == line:
-            returns = [n.lineno for n in ast.walk(node) if isinstance(n, ast.Return)]
-            return f"{file}:{max(returns)}" if returns else state_dict_at
-    return state_dict_at
+def _at_load(theirs: Any, mine: Any, mine_at_resume: Any) -> Any:
+    """The value to put back when the checkpoint is loaded, so that the resumed run holds the
+    other run's value where step K+1 starts: a number the resumed process itself moved on the
+    way there (a counter a step advances before its first forward) is put back less that
+    move; anything else as the other run had it."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (theirs, mine))
+    if numbers and isinstance(mine_at_resume, int | float) and not isinstance(mine_at_resume, bool):
+        return theirs - (mine - mine_at_resume)
+    return theirs
 
 
 def setting_arms(diffs: list[PointDiff]) -> list[Arm]:
@@ -613,17 +608,6 @@ def setting_arms(diffs: list[PointDiff]) -> list[Arm]:
                 )
             )
     return out
-
-
-def _at_load(theirs: Any, mine: Any, mine_at_resume: Any) -> Any:
-    """The value to put back when the checkpoint is loaded, so that the resumed run holds the
-    other run's value where step K+1 starts: a number the resumed process itself moved on the
-    way there (a counter a step advances before its first forward) is put back less that
-    move; anything else as the other run had it."""
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (theirs, mine))
-    if numbers and isinstance(mine_at_resume, int | float) and not isinstance(mine_at_resume, bool):
-        return theirs - (mine - mine_at_resume)
-    return theirs
 
 
 def draw_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
@@ -704,7 +688,7 @@ def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) 
                 if not lost:
                     continue
                 cls = name.removesuffix(UNSAVED.format(name=""))
-                at = _saved_at(str(was.get("state_dict_at", cls)))
+                at = saved_at(str(was.get("state_dict_at", cls)))
                 trip = _round_trip(recs[run], k, rank)
                 began = ((trip[1].manifest.data_cursor or {}).get(name) or {}) if trip else {}
                 put = {a: _at_load(was[a], now[a], began.get(a)) for a in lost[:4]}
