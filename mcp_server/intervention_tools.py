@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from triage_agent.errors import InputError
 from triage_agent.interventions import (
     FORMS,
+    PatchIntervention,
     RevertIntervention,
     StepMatch,
     check_untrusted,
@@ -77,6 +78,13 @@ def rerun_with_intervention(
     ivs = [check_untrusted(parse_intervention(t)) for t in args.interventions]
     if any(isinstance(iv, RevertIntervention) for iv in ivs):
         raise InputError("a file revert needs its checkout prepared: use the revert_file tool")
+    # a diff is data: it must lie inside the workspace, and is applied to a copy made there
+    ivs = [
+        PatchIntervention(path=str(ws.path(iv.path, must_exist=True)))
+        if isinstance(iv, PatchIntervention)
+        else iv
+        for iv in ivs
+    ]
     ws.output_dir("runs")
     ws.output_dir("interventions")
     progress(0, None, f"rerunning run {args.run} with {len(ivs)} intervention(s)")

@@ -25,6 +25,8 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
 ``revert path[,path...]``                      revert     files back to the other run's revision
+``patch FILE.diff``                             patch      a unified diff applied to a throwaway copy
+                                                          of the run's tree, which the rerun runs
 =============================================  =========  ===========================================
 
 :func:`rerun` applies the interventions to a copy of the run's launch (nothing in the user's
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -150,6 +153,11 @@ class PolicyIntervention(BaseModel):
     policy: Literal["restore-rng", "restore-scheduler", "restore-cursors", "deterministic"]
 
 
+class PatchIntervention(BaseModel):
+    kind: Literal["patch"] = "patch"
+    path: str = Field(min_length=1, description="a unified diff (git diff or diff -u), -p1 paths")
+
+
 class RevertIntervention(BaseModel):
     kind: Literal["revert"] = "revert"
     paths: list[str] = Field(min_length=1, description="repository-relative files")
@@ -165,6 +173,7 @@ Intervention = Annotated[
     | SuppressIntervention
     | ReplaceIntervention
     | PolicyIntervention
+    | PatchIntervention
     | RevertIntervention,
     Field(discriminator="kind"),
 ]
@@ -232,6 +241,10 @@ def parse_intervention(text: str) -> Intervention:
             if not eq or not CALLABLE_RE.fullmatch(target) or not CALLABLE_RE.fullmatch(repl):
                 raise _bad(text, "expected replace pkg.mod:Qual.name=pkg2.mod:func")
             return ReplaceIntervention(target=_not_main(text, target), replacement=repl)
+        if word == "patch":
+            if not rest:
+                raise _bad(text, "expected patch FILE.diff")
+            return PatchIntervention(path=rest)
         if word == "revert":
             paths = [p.strip() for p in rest.split(",") if p.strip()]
             if not paths or any(Path(p).is_absolute() or ".." in Path(p).parts for p in paths):
@@ -324,6 +337,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             return f"replace {t}={r}", f"{t} replaced by {r}"
         case PolicyIntervention(policy=p):
             return p, f"policy {p} ({POLICY_HELP[p]})"
+        case PatchIntervention(path=f):
+            return f"patch {f}", f"the diff {f} applied to a copy of the run's tree"
         case RevertIntervention(paths=ps):
             return "revert " + ",".join(ps), f"{', '.join(ps)} reverted to the other run's revision"
     raise AssertionError(iv)  # pragma: no cover - the union is closed
@@ -478,6 +493,65 @@ def _without_flag(argv: list[str], flag: str) -> list[str]:
     return out
 
 
+def patched_copy(run: RunSpec, diff: Path, workspace: Path) -> Path:
+    """A throwaway copy of the run's tree (its repository's work tree, else its working
+    directory) with the diff applied (``git apply``, paths relative to that root, -p1); made
+    under ``<workspace>/interventions/patched``, once per diff and tree."""
+    import shutil
+
+    import git
+
+    from .process import run_process
+
+    cwd = Path(run.cwd or ".").resolve()
+    try:
+        root = Path(git.Repo(cwd, search_parent_directories=True).working_tree_dir).resolve()
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        root = cwd
+    src = diff if diff.is_absolute() else cwd / diff
+    try:
+        text = src.read_bytes()
+    except OSError as exc:
+        raise InputError(f"patch {diff}: {exc.strerror}") from None
+    ws = Path(workspace).resolve()
+    key = hashlib.sha256(text + _tree_digest(root, ws).encode()).hexdigest()[:12]
+    dest = ws / "interventions" / "patched" / key
+    if (dest / ".triage-applied").is_file():
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    skip = {".git", "__pycache__"}
+    shutil.copytree(
+        root,
+        dest,
+        ignore=lambda d, names: [n for n in names if n in skip or (Path(d) / n).resolve() == ws],
+    )
+    # outside every repository (a ceiling at the copy), git apply patches plain files
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", str(ws)),
+        "GIT_CEILING_DIRECTORIES": str(dest.parent),
+    }
+    logs = ws / "interventions" / "patched" / f"{key}.apply"
+    done = run_process(
+        ["git", "apply", "-p1", str(src.resolve())],
+        cwd=dest,
+        env=env,
+        timeout_s=120,
+        stdout_path=f"{logs}.out",
+        stderr_path=f"{logs}.err",
+    )
+    if done.returncode != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        said = Path(f"{logs}.err").read_text(errors="replace").strip().splitlines()
+        raise InputError(
+            f"patch {diff} does not apply to run {run.name!r}'s tree: "
+            f"{said[0] if said else 'git apply failed'}"
+        )
+    (dest / ".triage-applied").write_text(str(src))
+    return dest
+
+
 def _tree_digest(root: Path, skip: Path) -> str:
     """Content digest of a source directory (git's and the workspace's files left out).
 
@@ -622,7 +696,13 @@ def prepare(
 ) -> PreparedRerun:
     """Check and plan a rerun; InputError for anything that cannot be applied."""
     spec, _other = _pick_run(case, run)
-    changed, policies, changes = plan(spec, interventions, Path(workspace), source_dir)
+    diffs = [iv for iv in interventions if isinstance(iv, PatchIntervention)]
+    if diffs:
+        if source_dir is not None or len(diffs) > 1:
+            raise InputError("one patch a rerun, and not with a revert: give one diff")
+        source_dir = patched_copy(spec, Path(diffs[0].path), Path(workspace))
+    rest = [iv for iv in interventions if not isinstance(iv, PatchIntervention)]
+    changed, policies, changes = plan(spec, rest, Path(workspace), source_dir)
     tag = json.dumps([to_text(iv) for iv in interventions] + [changes.source_digest])
     label = "intervene-" + hashlib.sha256(tag.encode()).hexdigest()[:10]
     return PreparedRerun(run=changed, label=label, policies=policies, changes=changes)

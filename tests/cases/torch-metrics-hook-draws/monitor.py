@@ -26,5 +26,5 @@ class StepMonitor:
         if self.samples:
             idx = pick_examples(x.shape[0], self.samples)
             pred = logits[idx].argmax(dim=1)
-            for i, t, q in zip(idx.tolist(), y[idx].tolist(), pred.tolist()):
+            for i, t, q in zip(idx.tolist(), y[idx].tolist(), pred.tolist(), strict=True):
                 print(f"  example {i}: label {t} predicted {q}")
