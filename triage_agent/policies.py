@@ -492,6 +492,9 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     _report(report, patch, "patched")
 
 
+_RESOLVING: set[str] = set()  # module names a watcher is resolving through the other finders
+
+
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     """Runs callbacks on a module right after it executes, on its first import, before any
     importer sees its names. One finder serves the function patches and the tracer alike."""
@@ -500,13 +503,24 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         self.pending = pending
 
     def find_spec(self, name, path, target=None):  # noqa: ANN001 - the finder protocol
-        if name not in self.pending:
+        if name not in self.pending or name in _RESOLVING:
+            # another watcher of the same module is asking the finders: answer as they would
+            # (two watchers asking each other would never end)
             return None
         others = [f for f in sys.meta_path if f is not self and hasattr(f, "find_spec")]
-        spec = next((s for f in others if (s := f.find_spec(name, path, target)) is not None), None)
+        _RESOLVING.add(name)
+        try:
+            spec = next(
+                (s for f in others if (s := f.find_spec(name, path, target)) is not None), None
+            )
+        finally:
+            _RESOLVING.discard(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         callbacks = self.pending.pop(name)
+        for f in others:  # every other watcher of this module runs its callbacks too
+            if isinstance(f, _PatchOnImport) and name in f.pending:
+                callbacks += f.pending.pop(name)
         if isinstance(spec.loader, type):
             # the builtin and frozen importers are classes shared by every such module
             spec.loader = _ThenRun(spec.loader, callbacks)
