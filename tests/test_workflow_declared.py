@@ -85,7 +85,7 @@ def test_flags_and_config_keys_are_read_from_the_launch(tmp_path):
     assert got == {
         ("config-key", "zero_optimization.stage"): "config zero_optimization.stage=1",
         ("flag", "--lr"): "config --lr=0.1",
-        ("flag", "--fast"): None,  # only B has it: nothing in the vocabulary removes it
+        ("flag", "--fast"): "drop --fast",  # only B has it: dropped from B
     }
     # another script is another job, not a setting: nothing is compared flag by flag
     other = case.model_copy(deep=True)
@@ -105,18 +105,22 @@ def test_an_environment_difference_is_proven_by_aligning_it_on_b(tmp_path):
     v = result.verdict
     assert result.mismatch.step == 0
     assert v.classification.value == "environment", v
-    assert "OMP_NUM_THREADS" in st.hypotheses[v.hypothesis].statement
-    assert "env:OMP_NUM_THREADS" in (v.location or "")
+    # the state capture saw the mechanism (one intra-op thread against two) and proved it
+    # first; the declared variables, tested to read the proof back, name the one that set it
+    assert "torch.num_threads" in st.hypotheses[v.hypothesis].statement
+    assert "setting:torch.num_threads" in (v.location or "")
+    assert "set by env:OMP_NUM_THREADS" in v.location
     rows = discriminator_rows(st)
-    # both numerics variables ranked before the flag; the harmless one refuted by its own run
     assert [r.changed for r in rows] == [
+        "setting torch.num_threads = 1",
         "set CUBLAS_WORKSPACE_CONFIG=:4096:8",
         "set OMP_NUM_THREADS=1",
     ]
-    assert rows[0].outcome == "first differs at step 0" and rows[0].result == "refuted"
-    assert rows[1].outcome == "all 4 steps match" and rows[1].applied_to == "b"
+    assert rows[0].outcome == "all 4 steps match" and rows[0].applied_to == "b"
+    assert rows[1].outcome == "first differs at step 0" and rows[1].result == "refuted"
+    assert rows[2].outcome == "all 4 steps match" and rows[2].applied_to == "b"
     basis = verdict_basis(st)
-    assert basis.kind == "intervention" and "set OMP_NUM_THREADS=1" in basis.text
+    assert basis.kind == "intervention" and "setting torch.num_threads = 1" in basis.text
     # an intervention that made every step match is proof: no trace was needed
     assert not [e for e in st.evidence if e.kind == EvidenceKind.trace_compare]
     md = to_markdown(st)
@@ -130,6 +134,7 @@ def test_an_environment_difference_is_proven_by_aligning_it_on_b(tmp_path):
     )
     assert shown.returncode == 0, shown.stderr
     assert "set OMP_NUM_THREADS=1" in shown.stdout and "all 4 steps match" in shown.stdout
+    assert "torch.num_threads" in shown.stdout
     assert "validated by an intervention" in shown.stdout
 
 
