@@ -461,18 +461,29 @@ def _metric_ulps(rep: MismatchReport) -> float:
     return max(ulps) if ulps else math.inf
 
 
-def _dumped_call(trace_dir: str, d: FirstDivergence) -> dict[str, Any] | None:
+def _event_at(trace_dir: str, d: FirstDivergence, want: str) -> Any:
+    """The event of one run's trace at the divergence (its step, scope, op and call) that
+    carries ``want`` ("dump" or "caller"), or None."""
     run = load_run(trace_dir)
     stream = run.ranks.get(d.rank)
     if stream is None:
         return None
     for e in stream.events(0, len(stream)):
-        if (e.step, e.scope, e.name, e.call) == (d.step, d.scope, d.name, d.call) and e.dump:
-            try:
-                return torch.load(Path(trace_dir) / e.dump, weights_only=False)
-            except (OSError, RuntimeError, EOFError):
-                return None
+        if (e.step, e.scope, e.name, e.call) == (d.step, d.scope, d.name, d.call) and getattr(
+            e, want
+        ):
+            return e
     return None
+
+
+def _dumped_call(trace_dir: str, d: FirstDivergence) -> dict[str, Any] | None:
+    e = _event_at(trace_dir, d, "dump")
+    if e is None:
+        return None
+    try:
+        return torch.load(Path(trace_dir) / e.dump, weights_only=False)
+    except (OSError, RuntimeError, EOFError):
+        return None
 
 
 def _short(file: str, case: Case) -> str:
@@ -671,14 +682,8 @@ def _read_uncontrolled_order(
 
 
 def _caller_of(trace_dir: str, d: FirstDivergence) -> str | None:
-    run = load_run(trace_dir)
-    stream = run.ranks.get(d.rank)
-    if stream is None:
-        return None
-    for e in stream.events(0, len(stream)):
-        if (e.step, e.scope, e.name, e.call) == (d.step, d.scope, d.name, d.call) and e.caller:
-            return e.caller
-    return None
+    e = _event_at(trace_dir, d, "caller")
+    return e.caller if e is not None else None
 
 
 def _region_text(r: CompiledRegion) -> str:
