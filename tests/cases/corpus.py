@@ -39,7 +39,7 @@ class Expected(BaseModel):
     location_tolerance: int = Field(default=0, ge=0)
     classification: Literal["bug", "policy-difference", "environment", "unknown"]
     intervention: str = Field(min_length=1)
-    run: Literal["a", "b"] = "b"
+    run: Literal["a", "b", "both"] = "b"
     gpu: bool = False
     ci: bool = False
     outcome: Literal["diverges", "crash-a", "crash-b", "hang-a", "hang-b"] = "diverges"
