@@ -64,6 +64,7 @@ class OpRepeatabilityParams(Params):
     deterministic: bool = Field(
         default=False,
         description="torch.use_deterministic_algorithms(True) and CUBLAS_WORKSPACE_CONFIG=:4096:8",
+        json_schema_extra={"setting": "torch.deterministic_algorithms"},
     )
 
     @field_validator("op")
@@ -249,3 +250,15 @@ class ReproducerOutput(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+def setting_knobs(params: type[Params]) -> dict[str, str]:
+    """The parameters of a template that stand for a process-wide setting (the name a run's
+    state manifest records it by): a proven setting is read through a reproducer by running
+    it again at the other run's value."""
+    out = {}
+    for name, field in params.model_fields.items():
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and isinstance(extra.get("setting"), str):
+            out[name] = extra["setting"]
+    return out

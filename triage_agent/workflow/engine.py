@@ -533,8 +533,14 @@ def decide(
         ledger.note(
             f"{hyp.id} is backed by a reproducer alone: no trace origin it explains, and its "
             + ("fix was not run" if fix_ev is None else f"fix did not hold ({fix_ev.summary})")
-            + "; it is not taken as the verdict"
+            + "; it is not taken as the verdict and is marked inconclusive"
         )
+        # the ranked candidates after it are no better placed: the first is the best one
+        for h in candidates:
+            if validated_by_rerun(ledger, h.id) is None and not (
+                trace is not None and (h.id in trace.explains or h.id == trace.origin_hypothesis)
+            ):
+                ledger.update_hypothesis(h.id, status=HypothesisStatus.inconclusive)
         return _unknown(ledger, rep, trace, chain)
     if (
         policy in EXECUTION_POLICIES

@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..errors import TriageError
 from ..evidence_data import TraceCompareData
 from ..fingerprint import CaptureConfig
 from ..records import EvidenceResult, Hypothesis, HypothesisStatus
@@ -36,7 +37,15 @@ from .structural import extra_call_arms, is_draw
 
 Status = Callable[[str, str], None]
 What = Literal[
-    "scan", "state", "trace", "trace-draws", "bisect", "arm", "origin-fix", "read-setting"
+    "scan",
+    "state",
+    "trace",
+    "trace-draws",
+    "bisect",
+    "arm",
+    "origin-fix",
+    "read-setting",
+    "read-site",
 ]
 
 
@@ -112,6 +121,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "arm": _arm,
         "origin-fix": _origin_fix,
         "read-setting": _read_setting,
+        "read-site": _read_site,
     }[move.what](move, sit, status)
 
 
@@ -291,6 +301,85 @@ def _read_setting(move: Move, sit: Situation, status: Status) -> None:
     )
     if read is not None:
         sit.where[hid] = read.location
+
+
+def _read_site(move: Move, sit: Situation, status: Status) -> None:
+    """Run a site's reproducer again at run A's value of a proven setting. The site behaving
+    there (and misbehaving at B's value, as it did) says the setting reaches training through
+    it; the site's own fix is then run on the job, and the proven settings say where they act."""
+    from reproducers.generator import generate
+    from reproducers.launcher import launch
+    from reproducers.params import TEMPLATES, setting_knobs
+
+    from .proposers import proven_setting
+
+    _, hid, pid = move.key.split("|")
+    st = sit.state()
+    hyp = st.hypotheses[hid]
+    setting = proven_setting(sit.where.get(pid, ""))
+    assert hyp.reproducer is not None and setting is not None
+    name, a_value, _ = setting
+    knobs = setting_knobs(TEMPLATES[hyp.reproducer.template].params_model)
+    knob = next(k for k, v in knobs.items() if v == name)
+    value = {"true": True, "false": False}.get(a_value.lower(), a_value)
+    spec = hyp.reproducer.model_copy(update={"params": {**hyp.reproducer.params, knob: value}})
+    finding = st.findings[hyp.findings[0]].model_copy(update={"reproducer": spec})
+    status("setting", f"{hyp.id}'s reproducer at {knob}={a_value}")
+    ws = Path(sit.ledger.workspace)
+    try:
+        gen = generate(finding, ws, case=sit.case, ledger=sit.ledger)
+        ran = launch(gen, ws, timeout_s=sit.opts.timeout_s, hypotheses=[hid], record=False)
+    except TriageError as exc:
+        sit.ledger.note(f"{hid}'s reproducer could not run at {knob}={a_value}: {exc}")
+        return
+    if ran.result not in (EvidenceResult.supported, EvidenceResult.refuted):
+        sit.ledger.note(f"{hid}'s reproducer at {knob}={a_value} decided nothing: {ran.summary}")
+        return
+    behaves = ran.result == EvidenceResult.refuted
+    said = (
+        f"{name} reaches training through {hyp.statement}: the site misbehaves at B's value "
+        f"and behaves at A's ({a_value})"
+        if behaves
+        else f"{hyp.statement} misbehaves at A's {name} ({a_value}) as well: the setting does "
+        "not act through it"
+    )
+    ev = sit.ledger.add_evidence(
+        ran.model_copy(
+            update={
+                "hypotheses": [hid, pid],
+                "result": EvidenceResult.supported if behaves else EvidenceResult.refuted,
+                "summary": f"{said} ({knob}={a_value}: {ran.summary})",
+            }
+        )
+    )
+    if not behaves:
+        sit.ledger.update_hypothesis(hid, status=HypothesisStatus.inconclusive, evidence=[ev.id])
+        return
+    for other in sit.proven():
+        if other.id == pid or (sit.where.get(other.id) or "").startswith(("config:", "env:")):
+            sit.ledger.update_hypothesis(
+                other.id,
+                statement=f"{other.statement}; it reaches training through {hyp.statement}",
+            )
+    policy = FIX_POLICY.get(str(hyp.category))
+    if policy is None:
+        return
+    fix = prior_rerun(sit.ledger, hid) or validate_fix(
+        sit.case,
+        sit.ledger,
+        policy,
+        [hid],
+        str(sit.ma),
+        timeout_s=sit.opts.timeout_s,
+        on_status=lambda m: status("fix", m),
+    )
+    sit.ledger.update_hypothesis(
+        hid,
+        status=HypothesisStatus.supported
+        if fix.result == EvidenceResult.supported
+        else HypothesisStatus.inconclusive,
+        evidence=[ev.id, fix.id],
+    )
 
 
 def _bisect(move: Move, sit: Situation, status: Status) -> None:

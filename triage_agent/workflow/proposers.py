@@ -18,14 +18,17 @@ None knows a case: each reads one kind of evidence and proposes the general test
   refuted restore-rng beside a draw whose generator differs points past the streams, at the
   state a reseed is computed from.
 - :func:`readings`: a proven setting read further from the trace of the two runs.
+- :func:`site_readings`: a proven setting read through a site a reproducer showed
+  misbehaving under B's value of it, by running the reproducer at A's value.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 
-from ..records import Classification, Hypothesis
+from ..records import Classification, EvidenceKind, EvidenceResult, Hypothesis
 from .arms import Arm, prior_rerun
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for, selects_computation, uncontrolled
@@ -452,6 +455,64 @@ def readings(sit: Situation) -> list[Move]:
     ]
 
 
+_SETTING = re.compile(r"^setting:(?P<name>\S+) \(A (?P<a>[^,]*), B (?P<b>[^)]*)\)")
+
+
+def proven_setting(where: str) -> tuple[str, str, str] | None:
+    """(name, A's value, B's value) of a proven setting's location, else None."""
+    m = _SETTING.match(where)
+    return (m["name"], m["a"], m["b"]) if m else None
+
+
+def site_readings(sit: Situation) -> list[Move]:
+    """A proven setting read through a site a reproducer showed misbehaving under B's value
+    of that setting: run the reproducer again at A's value. If the site then behaves, the
+    setting reaches training through it, and the site is where the difference is made."""
+    from reproducers.params import TEMPLATES, setting_knobs
+
+    st = sit.state()
+    out: list[Move] = []
+    for p in sit.proven():
+        setting = proven_setting(sit.where.get(p.id, ""))
+        if setting is None:
+            continue
+        name, a_value, b_value = setting
+        for h in st.hypotheses.values():
+            spec = h.reproducer
+            if spec is None or h.id == p.id or not h.findings or h.findings[0] not in st.findings:
+                continue
+            info = TEMPLATES.get(spec.template)
+            knobs = setting_knobs(info.params_model) if info else {}
+            knob = next((k for k, v in knobs.items() if v == name), None)
+            if knob is None or str(spec.params.get(knob)).lower() != b_value.lower():
+                continue
+            backing = [
+                e.id
+                for e in st.evidence_for(h.id)
+                if e.kind == EvidenceKind.reproducer and e.result == EvidenceResult.supported
+            ]
+            if not backing:
+                continue
+            out.append(
+                Move(
+                    key=f"read-site|{h.id}|{p.id}",
+                    kind="read",
+                    what="read-site",
+                    said=f"rerun {h.id}'s reproducer with {knob}={a_value} (run A's {name}): "
+                    "does the site behave under A's setting",
+                    cost_s=sum(e.duration_s or 0 for e in st.evidence if e.id in backing) or 10.0,
+                    gain=POINTED,
+                    guided=True,
+                    why=f"{name} is proven ({_proof(sit, p)}); {h.statement} misbehaves under "
+                    f"B's value ({b_value}) in its reproducer",
+                    evidence=backing,
+                    hypothesis=h.id,
+                    reading=True,
+                )
+            )
+    return out
+
+
 def _readable(sit: Situation, h: Hypothesis) -> bool:
     """A proven declared setting whose meaning the trace can still say: a config key or flag
     (a policy, or a defect it exposes), or a variable that pins an input no launch controls
@@ -478,6 +539,7 @@ PROPOSERS: tuple[Proposer, ...] = (
     traced,
     resume,
     readings,
+    site_readings,
 )
 
 

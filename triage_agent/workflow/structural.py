@@ -151,12 +151,29 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
     said: list[str] = []
     seen: set[str] = set()
     blind: list[str] = []
+    # A line from which each run executes events the other does not (another parameter
+    # grouping, another layer count) is a call both runs make: what differs is what the call
+    # does, and suppressing it in one run tests nothing about the difference.
+    sites = {
+        k: {c.call_site for c in ordered if c.kind == k and c.call_site}
+        for k in ("extra", "missing")
+    }
+    shared = sites["extra"] & sites["missing"]
     for c in ordered:
         if c.kind not in ("extra", "missing"):
             continue
         run = "b" if c.kind == "extra" else "a"
         if not c.call_site:
             blind.append(c.event)
+            continue
+        if c.call_site in shared:
+            if c.call_site not in seen:
+                seen.add(c.call_site)
+                said.append(
+                    f"{c.describe()}: both runs execute events from {c.call_site} that the other "
+                    "does not, so the call itself is made by both; what it does differs, which "
+                    "no suppression of one run's call tests"
+                )
             continue
         spec = case.run_b if run == "b" else case.run_a
         site = call_site(c.call_site, spec.cwd)
