@@ -533,6 +533,14 @@ class _Capture:
         self.watch_seeds(
             torch.cuda, ("manual_seed", "manual_seed_all", "set_rng_state"), "torch.cuda"
         )
+        from .generator_hooks import watch_generators
+
+        def generator_seeded(fn: str, value: Any) -> Any:
+            self.seeded(fn, value)
+            return value
+
+        # the job's own generators (a masker's, a sampler's): seeded by a method, not a function
+        watch_generators(torch, generator_seeded)
         self.hook = torch.nn.modules.module.register_module_forward_pre_hook(self.on_forward)
 
     def write(self, point: str, batch: tuple | None = None, writes: list | None = None) -> None:

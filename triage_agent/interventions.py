@@ -19,6 +19,9 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           state saved before and restored after it
 ``set torch.backends.x.y=V``                   set        a global numeric setting (:mod:`.settings`),
                                                           at start and before every module forward
+``pin-seed FILE:LINE=V[,V...]``                 seed       the seedings that line of the job makes get
+                                                          V, in order (:mod:`.seed_pins`): the other
+                                                          run's values there
 ``restore-attrs pkg.mod:Class.attr=V[,...]``    attrs      after ``Class.load_state_dict`` returns, the
                                                           attribute is set to V (JSON; the other run's
                                                           value at that boundary)
@@ -60,6 +63,7 @@ from .metrics import diff_metrics, load_metrics
 from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
 from .records import Case, EvidenceResult, RunSpec
 from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_evidence
+from .seed_pins import SITE_RE, SeedPin
 from .settings import SETTINGS, settable
 
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -105,6 +109,12 @@ class SetIntervention(BaseModel):
     kind: Literal["set"] = "set"
     name: str = Field(description="a name of triage_agent.settings.SETTINGS that can be set")
     value: Any = Field(description="JSON, else the literal text")
+
+
+class PinSeedIntervention(BaseModel):
+    kind: Literal["pin-seed"] = "pin-seed"
+    site: str = Field(pattern=SITE_RE, description="file:line of the job's seeding call")
+    values: list[int] = Field(min_length=1, description="what its seedings get, in order")
 
 
 class DropIntervention(BaseModel):
@@ -169,6 +179,7 @@ Intervention = Annotated[
     | DropIntervention
     | SetIntervention
     | IsolateRngIntervention
+    | PinSeedIntervention
     | RestoreAttrsIntervention
     | SuppressIntervention
     | ReplaceIntervention
@@ -182,7 +193,8 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, restore-attrs pkg.mod:Class.attr=VALUE[,...], "
+    "isolate-rng pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], "
+    "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
 
@@ -225,6 +237,15 @@ def parse_intervention(text: str) -> Intervention:
             if not re.fullmatch(r"--[A-Za-z0-9][\w.-]*", rest):
                 raise _bad(text, "expected drop --flag")
             return DropIntervention(key=rest)
+        if word == "pin-seed":
+            site, eq, raw = rest.partition("=")
+            try:
+                values = [int(v) for v in raw.split(",") if v.strip()]
+            except ValueError:
+                values = []
+            if not eq or not values or not re.fullmatch(SITE_RE, site):
+                raise _bad(text, "expected pin-seed FILE:LINE=V[,V...] with integer values")
+            return PinSeedIntervention(site=site, values=values)
         if word == "restore-attrs":
             return RestoreAttrsIntervention(attrs=_parse_attrs(text, rest))
         if word == "isolate-rng":
@@ -324,6 +345,12 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"isolate-rng {t}",
                 f"{t} run under saved-and-restored generator state (its draws do not reach "
                 "the run's streams)",
+            )
+        case PinSeedIntervention(site=f, values=vs):
+            said = ", ".join(map(str, vs))
+            return (
+                f"pin-seed {f}={','.join(map(str, vs))}",
+                f"the seedings at {f} given {said}, in order",
             )
         case RestoreAttrsIntervention(attrs=a):
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in a.items())
@@ -627,6 +654,9 @@ def plan(
     ]
     targets += [iv.name for iv in interventions if isinstance(iv, SetIntervention)]
     targets += [
+        f"pin-seed {iv.site}" for iv in interventions if isinstance(iv, PinSeedIntervention)
+    ]
+    targets += [
         iv.target
         for iv in interventions
         if isinstance(iv, SuppressIntervention | ReplaceIntervention | IsolateRngIntervention)
@@ -659,6 +689,8 @@ def plan(
                 launch = [_without_flag(argv, k) for argv in launch]
             case SetIntervention(name=n, value=v):
                 changes.settings[n] = v
+            case PinSeedIntervention(site=f, values=vs):
+                changes.seeds.append(SeedPin(site=f, values=vs))
             case IsolateRngIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
             case RestoreAttrsIntervention():

@@ -59,6 +59,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from .errors import InputError
+from .seed_pins import SeedPin
 
 RNG_FILE = "triage_rng_rank{rank}.pt"
 
@@ -368,6 +369,9 @@ class PatchFile(BaseModel):
     settings: dict[str, Any] = Field(
         default_factory=dict, description="global numeric settings (:mod:`.settings`) to set"
     )
+    seeds: list[SeedPin] = Field(
+        default_factory=list, description="lines of the job given other seeds (:mod:`.seed_pins`)"
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -572,6 +576,10 @@ def apply_patches(spec: PatchFile) -> None:
             put()
         else:  # not before the job imports torch itself (a launcher process never does)
             pending.setdefault("torch", []).append(put)
+    if spec.seeds:
+        from .seed_pins import install
+
+        install(spec.seeds, spec.report, pending)
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

@@ -48,6 +48,7 @@ from .evidence_data import RerunData
 from .policies import PATCHES_ENV, FunctionPatch, PatchFile, patch_events
 from .process import end_side_by_side
 from .records import Artifact, Case, Evidence, EvidenceKind, EvidenceResult, Provenance, RunSpec
+from .seed_pins import SeedPin
 from .trace_format import TRACE_GLOB, TRACE_SCHEMA_VERSION
 
 OUT_TOKEN = "{out}"
@@ -85,6 +86,9 @@ class LaunchChanges(BaseModel):
     settings: dict[str, Any] = Field(
         default_factory=dict, description="global numeric settings set in every process"
     )
+    seeds: list[SeedPin] = Field(
+        default_factory=list, description="lines of the job given the other run's seeds"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -94,7 +98,12 @@ class LaunchChanges(BaseModel):
 
     def empty(self) -> bool:
         return not (
-            self.env or self.patches or self.settings or self.source_digest or self.described
+            self.env
+            or self.patches
+            or self.settings
+            or self.seeds
+            or self.source_digest
+            or self.described
         )
 
 
@@ -558,8 +567,13 @@ def materialize(
     if state_after is not None:
         env.update(_state_capture_env(out, state_after, env.get("PYTHONPATH")))
     report = out / "patches.report.jsonl"
-    if changes.patches or changes.settings:
-        spec = PatchFile(patches=changes.patches, settings=changes.settings, report=str(report))
+    if changes.patches or changes.settings or changes.seeds:
+        spec = PatchFile(
+            patches=changes.patches,
+            settings=changes.settings,
+            seeds=changes.seeds,
+            report=str(report),
+        )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
         env[PATCHES_ENV] = str(out / "patches.json")
     outcome = RunOutcome(

@@ -37,6 +37,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -610,6 +611,60 @@ def setting_arms(diffs: list[PointDiff]) -> list[Arm]:
     return out
 
 
+def seed_arms(case: Case, recs: dict[str, list[BoundaryRecord]]) -> list[Arm]:
+    """A line of the job that seeds with another value in each run (a process id, the clock,
+    a counter): that line given A's values, in order, in both runs (pin-seed). Only for a run
+    of one process per rank: a pin counts the seedings from the start of every process."""
+    from .structural import call_site
+
+    seeds: dict[str, list[SeedCall]] = {}
+    for run in ("a", "b"):
+        mine = [r for r in recs[run] if r.rank == 0]
+        if not mine or len({r.pid for r in mine}) != 1:
+            return []
+        seeds[run] = [s for r in mine for s in r.seeds]
+    key_a = [(s.fn, s.caller) for s in seeds["a"]]
+    key_b = [(s.fn, s.caller) for s in seeds["b"]]
+    sm = difflib.SequenceMatcher(a=key_a, b=key_b, autojunk=False)
+    out: list[Arm] = []
+    seen: set[str] = set()
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag != "equal":
+            continue
+        for a, b in zip(seeds["a"][i1:i2], seeds["b"][j1:j2], strict=True):
+            if a.value == b.value or not a.caller or a.caller in seen:
+                continue
+            line = a.caller.split(" (", 1)[0]
+            values = [s.value for s in seeds["a"] if s.caller == a.caller]
+            if not all(re.fullmatch(r"-?\d+", v) for v in values):
+                continue  # a state's digest cannot be given back
+            site = call_site(line, case.run_b.cwd)
+            if site is None:
+                continue
+            seen.add(a.caller)
+            rel = _relative(site.file, case.run_b.cwd)
+            where = f"{rel}:{site.line}" + (f" ({site.qualname})" if site.qualname else "")
+            # both runs pinned, compared with each other: the value observed came from a
+            # launch of its own, and a value a launch makes anew differs in every launch
+            out.append(
+                _state_arm(
+                    "both",
+                    f"pin-seed {rel}:{site.line}={','.join(values)}",
+                    "seed-value",
+                    where,
+                    f"{a.fn} at {where} seeds {a.value} in A and {b.value} in B: the value "
+                    "seeded there changes the bits",
+                    f"seed|{rel}:{site.line}",
+                )
+            )
+    return out[:3]
+
+
+def _relative(file: str, cwd: str | None) -> str:
+    root = str(Path(cwd or ".").resolve()).rstrip("/") + "/"
+    return file[len(root) :] if file.startswith(root) else file
+
+
 def draw_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
     """Draws from numpy's or python's global generator that one run makes (or makes more of)
     on the way to a boundary where the other does not: the function around the drawing line
@@ -775,6 +830,7 @@ def boundary_arms(
     result.arms += cursor_arms(recs, k)
     result.arms += attr_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)
+    result.arms += seed_arms(case, recs)
     for a in result.arms:
         if a.hypothesis.id not in ledger.state().hypotheses:
             ledger.put_hypothesis(a.hypothesis)

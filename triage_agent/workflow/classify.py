@@ -54,6 +54,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "collectives": Classification.bug,
     "nondeterminism": Classification.bug,
     "extra-call": Classification.bug,
+    "seed-value": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
     "config": Classification.unknown,
@@ -95,6 +96,8 @@ FIX_TEXT: dict[str, str] = {
     "precision": "the runs were asked to compute in different precisions: declare one the numerical "
     "policy and give both runs that value",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
+    "seed-value": "seed that line from the job's configured seed (and what the job controls: a "
+    "rank, a worker id), not from a value each launch or each process makes anew",
     "config-policy": "the setting computes the same quantity in another order: declare one value "
     "the numerical policy and give both runs that value",
     "config-defect": "fix the code named: the value it gives the op should not depend on the "

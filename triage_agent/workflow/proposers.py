@@ -279,17 +279,23 @@ def _coupled(sit: Situation, failed: list) -> list[Move]:
 def observed_state(sit: Situation) -> list[Move]:
     if sit.proven() or not sit.relaunch:
         return []
-    return [
-        arm_move(
-            a,
-            gain=POINTED,
-            guided=True,
-            why=a.hypothesis.statement,
-            cost_s=sit.launch_s,
+    out = []
+    for a in sit.state_arms or []:
+        if not _untested(sit, a) or prior_rerun(sit.ledger, a.hypothesis.id) is not None:
+            continue
+        # a seed that differs where the runs were declared to differ may be what they were
+        # told to do (another --seed): the declared difference is tested first
+        told = a.kind == "seed-value" and bool(sit.declared)
+        out.append(
+            arm_move(
+                a,
+                gain=UNPOINTED if told else POINTED,
+                guided=not told,
+                why=a.hypothesis.statement,
+                cost_s=sit.launch_s,
+            )
         )
-        for a in sit.state_arms or []
-        if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
-    ]
+    return out
 
 
 def traced(sit: Situation) -> list[Move]:
