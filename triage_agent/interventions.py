@@ -19,6 +19,9 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           state saved before and restored after it
 ``set torch.backends.x.y=V``                   set        a global numeric setting (:mod:`.settings`),
                                                           at start and before every module forward
+``isolate-writes pkg.mod:Qual.name``           isolate    the function runs with the tensors it is
+                                                          handed (a module's parameters, buffers and
+                                                          gradients too) put back after it
 ``pin-seed FILE:LINE=V[,V...]``                 seed       the seedings that line of the job makes get
                                                           V, in order (:mod:`.seed_pins`): the other
                                                           run's values there
@@ -111,6 +114,11 @@ class SetIntervention(BaseModel):
     value: Any = Field(description="JSON, else the literal text")
 
 
+class IsolateWritesIntervention(BaseModel):
+    kind: Literal["isolate-writes"] = "isolate-writes"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
 class PinSeedIntervention(BaseModel):
     kind: Literal["pin-seed"] = "pin-seed"
     site: str = Field(pattern=SITE_RE, description="file:line of the job's seeding call")
@@ -179,6 +187,7 @@ Intervention = Annotated[
     | DropIntervention
     | SetIntervention
     | IsolateRngIntervention
+    | IsolateWritesIntervention
     | PinSeedIntervention
     | RestoreAttrsIntervention
     | SuppressIntervention
@@ -193,7 +202,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], "
+    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -252,6 +261,10 @@ def parse_intervention(text: str) -> Intervention:
             if not CALLABLE_RE.fullmatch(rest):
                 raise _bad(text, "expected isolate-rng pkg.module:Qualified.name")
             return IsolateRngIntervention(target=_not_main(text, rest))
+        if word == "isolate-writes":
+            if not CALLABLE_RE.fullmatch(rest):
+                raise _bad(text, "expected isolate-writes pkg.module:Qualified.name")
+            return IsolateWritesIntervention(target=_not_main(text, rest))
         if word == "suppress":
             target, at, scope = rest.partition("@")
             if not CALLABLE_RE.fullmatch(target) or (at and scope != "init"):
@@ -345,6 +358,12 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"isolate-rng {t}",
                 f"{t} run under saved-and-restored generator state (its draws do not reach "
                 "the run's streams)",
+            )
+        case IsolateWritesIntervention(target=t):
+            return (
+                f"isolate-writes {t}",
+                f"{t} run with the tensors it is handed put back after it (its writes do not "
+                "reach training)",
             )
         case PinSeedIntervention(site=f, values=vs):
             said = ", ".join(map(str, vs))
@@ -659,7 +678,13 @@ def plan(
     targets += [
         iv.target
         for iv in interventions
-        if isinstance(iv, SuppressIntervention | ReplaceIntervention | IsolateRngIntervention)
+        if isinstance(
+            iv,
+            SuppressIntervention
+            | ReplaceIntervention
+            | IsolateRngIntervention
+            | IsolateWritesIntervention,
+        )
     ]
     targets += [
         p.target
@@ -693,6 +718,8 @@ def plan(
                 changes.seeds.append(SeedPin(site=f, values=vs))
             case IsolateRngIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
+            case IsolateWritesIntervention(target=t):
+                changes.patches.append(FunctionPatch(target=t, isolate_writes=True))
             case RestoreAttrsIntervention():
                 changes.patches += iv.patches()
             case SuppressIntervention(target=t, scope=scope):

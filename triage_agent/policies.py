@@ -349,6 +349,12 @@ class FunctionPatch(BaseModel):
         description="call the function itself, under every generator's state saved before the "
         "call and restored after it: its draws cannot reach the caller's streams",
     )
+    isolate_writes: bool = Field(
+        default=False,
+        description="call the function itself, with the tensors it is handed (and those of the "
+        "modules and objects it is handed) copied before the call and put back after it: its "
+        "writes to them cannot reach training; what it returns is kept",
+    )
 
     @field_validator("target", "replacement")
     @classmethod
@@ -431,6 +437,56 @@ def _isolated(original: Callable[..., Any]) -> Callable[..., Any]:
     return isolated
 
 
+def _handed_tensors(args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors a call is handed: its tensor arguments, those one level inside a list,
+    tuple or dict, every parameter, buffer and gradient of a module it is handed, and the
+    tensor and module attributes of an object it is handed (a method's ``self``)."""
+    import torch
+
+    found: dict[int, Any] = {}
+
+    def take(x: Any, depth: int) -> None:
+        if isinstance(x, torch.Tensor):
+            found.setdefault(id(x), x)
+            if x.grad is not None:
+                found.setdefault(id(x.grad), x.grad)
+        elif isinstance(x, torch.nn.Module):
+            for t in (*x.parameters(), *x.buffers()):
+                take(t, depth)
+        elif depth > 0 and isinstance(x, list | tuple):
+            for v in x:
+                take(v, depth - 1)
+        elif depth > 0 and isinstance(x, dict):
+            for v in x.values():
+                take(v, depth - 1)
+        elif depth > 0 and hasattr(x, "__dict__") and not isinstance(x, type):
+            for v in vars(x).values():
+                if isinstance(v, torch.Tensor | torch.nn.Module):
+                    take(v, 0)
+
+    for x in (*args, *kwargs.values()):
+        take(x, 1)
+    return list(found.values())
+
+
+def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` with every tensor it is handed put back as it was when it returns."""
+
+    def isolated(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        saved = [(t, t.detach().clone()) for t in _handed_tensors(args, kwargs)]
+        try:
+            return original(*args, **kwargs)
+        finally:
+            with torch.no_grad():
+                for t, copy in saved:
+                    if t.shape == copy.shape and t.dtype == copy.dtype:
+                        t.copy_(copy)
+
+    return isolated
+
+
 def _then_set(original: Callable[..., Any], attrs: dict[str, Any]) -> Callable[..., Any]:
     """``original`` (a method), then each attribute set on the object it was called on."""
 
@@ -459,6 +515,8 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     impl: list[Any] = [_noop] if patch.replacement is None else []
     if patch.isolate_rng:
         impl = [_isolated(original)]
+    if patch.isolate_writes:
+        impl = [_isolated_writes(original)]
     if patch.set_after is not None:
         impl = [_then_set(original, patch.set_after)]
     called = [False]

@@ -134,6 +134,15 @@ def _key(e: Ev) -> tuple[int, str, str, int]:
     return (e.step, e.scope, e.name, e.call)
 
 
+def _site_key(e: Ev) -> tuple[str, str, str | None] | str:
+    """An event's name, phase and the file and line that made it (the file's name only: the
+    runs may run from different directories); its name alone when no call site is recorded."""
+    if not e.caller:
+        return e.name
+    file, _, line = e.caller.rpartition(":")
+    return (e.name, e.phase, f"{file.rsplit('/', 1)[-1]}:{line}")
+
+
 def align_gap(ea: list[Ev], eb: list[Ev], out: Alignment, i_end: int, j_end: int) -> None:
     """Pair or report every event of two decoded gaps; ``i_end``/``j_end``: the positions
     just after the gap in A and B, where an event with no later pair would have been."""
@@ -158,6 +167,16 @@ def align_gap(ea: list[Ev], eb: list[Ev], out: Alignment, i_end: int, j_end: int
         elif len(na) * len(nb) <= _SEQMATCH_LIMIT:
             sm = difflib.SequenceMatcher(None, na, nb, autojunk=False)
             blocks = [(x, y, n) for x, y, n in sm.get_matching_blocks() if n]
+            # An extra call of a module or op (a validation forward between two steps) pairs
+            # with the other run's training call by name and position alone; the line that
+            # made each call tells them apart. Kept when it pairs as many events (a shifted
+            # line in another revision pairs fewer, and the names decide).
+            ka, kb = [_site_key(e) for e in ga], [_site_key(e) for e in gb]
+            if ka != na and kb != nb:
+                sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
+                sited = [(x, y, n) for x, y, n in sm.get_matching_blocks() if n]
+                if sum(n for *_, n in sited) >= sum(n for *_, n in blocks):
+                    blocks = sited
         else:
             pos = {(e.name, e.call): k for k, e in enumerate(gb)}
             blocks = [

@@ -933,7 +933,8 @@ class Tracer:
             return None
         name = type(module).__name__
         mode = self._mode_for(name)
-        ev = self._new_event("module", name, scope, "forward", staged_in)
+        # the job's line that called it: an extra call of a module names the function to test
+        ev = self._new_event("module", name, scope, "forward", staged_in, caller=_caller())
         compiled = _compiled_module(module)
         if compiled is not None:
             ev.meta["compiled"] = compiled

@@ -28,6 +28,7 @@ from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
 from .boundary_state import boundary_arms
 from .classify import FIX_POLICY
+from .declared import hypothesis_for
 from .fixcheck import bisect_source_change, validate_fix
 from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
@@ -257,7 +258,8 @@ def _arm(move: Move, sit: Situation, status: Status) -> None:
     assert move.arm is not None
     arm = move.arm
     sit.where.setdefault(arm.hypothesis.id, arm.location)
-    try_arm(
+    settings = [h for h in sit.proven() if h.id != arm.hypothesis.id]
+    ev = try_arm(
         sit.case,
         sit.ledger,
         arm,
@@ -265,6 +267,14 @@ def _arm(move: Move, sit: Situation, status: Status) -> None:
         on_status=lambda m: status("intervene", m),
     )
     sit.where[arm.hypothesis.id] = arm.location  # a rerun may have placed it more exactly
+    if move.reading and ev is not None and ev.result == EvidenceResult.supported:
+        # the setting stays as B has it and this change alone makes every step match: the
+        # setting reaches training through it
+        for h in settings:
+            sit.ledger.update_hypothesis(
+                h.id,
+                statement=f"{h.statement}; it reaches training through {arm.hypothesis.statement}",
+            )
 
 
 def _origin_fix(move: Move, sit: Situation, status: Status) -> None:
@@ -298,6 +308,7 @@ def _read_setting(move: Move, sit: Situation, status: Status) -> None:
         timeout_s=sit.opts.timeout_s,
         deadline=sit.deadline,
         on_status=lambda m: status("setting", m),
+        values=next(((d.a, d.b) for d in sit.declared if hypothesis_for(d).id == hid), None),
     )
     if read is not None:
         sit.where[hid] = read.location

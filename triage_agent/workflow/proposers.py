@@ -299,7 +299,14 @@ def observed_state(sit: Situation) -> list[Move]:
 
 
 def traced(sit: Situation) -> list[Move]:
-    if sit.proven() or sit.trace is None or sit.ma is None:
+    if sit.trace is None or sit.ma is None:
+        return []
+    proven = sit.proven()
+    # A proven setting of the job's own, not yet read, may reach training through a side
+    # channel its extra execution opens (a write, a draw): the trace's extra calls are then
+    # tested with the setting left as it is, as readings of it.
+    side = bool(proven) and all(str(h.category) == "config" for h in proven)
+    if proven and not side:
         return []
     evidence = [sit.trace.evidence.id]
     out = [
@@ -310,10 +317,12 @@ def traced(sit: Situation) -> list[Move]:
             why=a.hypothesis.rationale,
             cost_s=sit.launch_s,
             evidence=evidence,
-        )
+        ).model_copy(update={"reading": side})
         for a in sit.trace_arms
         if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
     ]
+    if side:
+        return out
     if moved_generator(sit) and not any(
         is_draw(a.location) or "isolate-rng" in a.intervention for a in sit.trace_arms
     ):

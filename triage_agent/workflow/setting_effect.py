@@ -506,10 +506,11 @@ def read_proven_setting(
     timeout_s: float,
     deadline: float,
     on_status: Callable[[str], None] = lambda s: None,
+    values: tuple[Any, Any] | None = None,
 ) -> SettingReading | None:
     """Read what the proven ``setting`` (its location, ``config:KEY``) changes, from the
     stage-2 op trace of the two runs; None when the evidence cannot tell (said in the
-    ledger)."""
+    ledger). ``values``: the setting's value in A and in B, when the runs declare them."""
 
     def unknown(why: str) -> None:
         ledger.note(f"{hyp.id}: what {setting} changes is not read: {why}")
@@ -603,6 +604,17 @@ def read_proven_setting(
     differ = scalars_differ(ca, cb)
     if not differ:
         return unknown(f"{where} gets equal inputs and equal arguments yet differs")
+    if values is not None and all(
+        _is_value(x, values[0]) and _is_value(y, values[1]) for x, y in differ
+    ):
+        # the op is handed the setting itself: two values of a hyper-parameter the job
+        # exposes, each used as given, not a value the setting should have left alone
+        said = (
+            f"{setting} is given to the arithmetic as it is: with tensor inputs equal, {where} "
+            f"is handed the setting's own value ({differ[0][0]!r} in A, {differ[0][1]!r} in B); "
+            "two choices of one hyper-parameter, a numerical policy"
+        )
+        return _record(ledger, hyp, ev, Classification.policy_difference, setting, said)
     file, _, line = d.caller.rpartition(":")
     write, n = state_write_behind(file, int(line)) if line.isdigit() else (None, -1)
     site = f"{_short(file, case)}:{line}"
@@ -631,6 +643,15 @@ def read_proven_setting(
             f"other scalars ({shown}), a value that should not depend on the setting"
         )
     return _record(ledger, hyp, ev, Classification.bug, loc, said)
+
+
+def _is_value(scalar: Any, declared: Any) -> bool:
+    """Whether a dumped scalar is a declared setting's value (its text parsed as a number
+    when it is one; a flag's value is text in the argv)."""
+    try:
+        return float(scalar) == float(declared)
+    except (TypeError, ValueError):
+        return str(scalar) == str(declared)
 
 
 def _read_uncontrolled_order(

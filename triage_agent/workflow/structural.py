@@ -209,6 +209,21 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
                     f"saved-and-restored generator state in run {run.upper()} alone tests it",
                 )
             )
+        if (c.writes_state or c.event_kind == "module") and not is_draw(c.event):
+            # A write the call makes to what it is handed (a gradient, a module's buffers;
+            # a module's forward may write its own):
+            # putting those tensors back after it tests the write and keeps what it returns,
+            # which its caller may need.
+            arms.append(
+                _arm(
+                    run,
+                    f"isolate-writes {target}",
+                    where,
+                    f"{said_call}: its writes to the tensors it is handed change training",
+                    f"the trace shows {c.describe()}, a write; running {target} with the tensors "
+                    f"it is handed put back after it in run {run.upper()} alone tests it",
+                )
+            )
         arms.append(
             _arm(
                 run,
