@@ -62,3 +62,48 @@ def test_an_op_reading_the_other_runs_inputs_in_another_order_is_labelled_so():
     assert "permuted-inputs" in [lab.code for lab in d.labels]
     c = _ev("op", "aten::stack", ("x", "q", "z"), ("s2",))
     assert "permuted-inputs" not in [lab.code for lab in _judge(a, c).labels]
+
+
+def _call(index: int, call: int, caller: str | None, phase: str = "forward") -> Ev:
+    return Ev(
+        index=index,
+        seq=index,
+        step=3,
+        kind="module",
+        name="Net",
+        scope="",
+        call=call,
+        phase=phase,
+        caller=caller,
+        inputs=(f"x{index}",),
+        outputs=(f"y{index}",),
+        dump=None,
+        meta={},
+        line=index + 1,
+    )
+
+
+def test_an_extra_call_of_a_module_is_paired_by_the_line_that_made_it():
+    from triage_agent.compare.align import Alignment, align_gap
+
+    # A: the training forward and its backward; B: a validation forward first, then the same
+    a = [_call(0, 0, "/a/train.py:36"), _call(1, 1, None, "backward")]
+    b = [
+        _call(0, 0, "/b/evaluate.py:13"),
+        _call(1, 1, "/b/train.py:36"),
+        _call(2, 2, None, "backward"),
+    ]
+    out = Alignment()
+    align_gap(a, b, out, 2, 3)
+    assert [(pa.index, pb.index) for pa, pb in out.pairs] == [(0, 1), (1, 2)]
+    assert [e.caller for e, _ in out.only_b] == ["/b/evaluate.py:13"]
+
+
+def test_without_call_sites_repeated_calls_pair_by_position():
+    from triage_agent.compare.align import Alignment, align_gap
+
+    a = [_call(0, 0, None), _call(1, 1, None, "backward")]
+    b = [_call(0, 0, None), _call(1, 1, None), _call(2, 2, None, "backward")]
+    out = Alignment()
+    align_gap(a, b, out, 2, 3)
+    assert [(pa.index, pb.index) for pa, pb in out.pairs] == [(0, 0), (1, 1)]

@@ -400,3 +400,94 @@ def test_a_numpy_draw_only_b_makes_is_counted_at_its_line_and_isolated(tmp_path)
     assert "audit.py:7" in (v.location or ""), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["isolate-rng audit:look"]
+
+
+MONITOR = '''"""Gradient statistics, recorded by a hook."""
+
+import torch
+
+SEEN = []
+
+
+def unit_direction(grad):
+    flat = grad.view(-1)
+    flat /= flat.norm().clamp(min=1e-12)
+    return flat
+
+
+def watch(model):
+    for p in model.parameters():
+        p.register_hook(lambda g: SEEN.append(float(unit_direction(g)[0])))
+'''
+
+MONITOR_TRAIN = """import sys
+import torch
+import monitor
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x = torch.randn(32, 8)
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(4):
+        if "--watch" in sys.argv and step == 1:
+            monitor.watch(model)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
+def test_a_write_to_what_a_call_is_handed_is_proven_by_putting_it_back(tmp_path):
+    # a hook under a flag normalises each gradient through a view: suppressing the function
+    # breaks its caller; putting back the tensor it was handed keeps what it returns
+    case = script_case(
+        tmp_path, "monitor", "--watch", {"train.py": MONITOR_TRAIN, "monitor.py": MONITOR}
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 2
+    assert v is not None and v.classification.value == "bug", v
+    assert "monitor.py:10" in (v.location or ""), v.location
+    basis = verdict_basis(st)
+    assert basis is not None and basis.kind == "intervention"
+    proof = next(e for e in st.evidence if e.id == basis.evidence)
+    assert proof.data.interventions == ["isolate-writes monitor:unit_direction"]
+    assert proof.data.applied_to == "b" and proof.result == EvidenceResult.supported
+
+
+EPS_TRAIN = """import argparse
+import torch
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--eps", type=float, default=1e-8)
+args = p.parse_args()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01, eps=args.eps, foreach=False)
+x = torch.randn(32, 8)
+with MetricLog(args.out, rank=0) as log:
+    for step in range(4):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
+def test_a_hyper_parameter_handed_to_the_arithmetic_as_it_is_reads_as_a_policy(tmp_path):
+    # the first divergent op is given another scalar, and that scalar is the flag's own value:
+    # two choices of one hyper-parameter, not a value the flag should have left alone
+    case = flags_case(
+        tmp_path, "eps", {"train.py": EPS_TRAIN}, ["--eps", "1e-8"], ["--eps", "1e-6"]
+    )
+    result, _ = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "policy-difference", v
+    assert (v.location or "").startswith("config:--eps"), v.location

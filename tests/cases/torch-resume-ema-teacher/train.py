@@ -32,7 +32,7 @@ def batch(step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 @torch.no_grad()
 def ema_update(teacher: nn.Module, student: nn.Module, decay: float) -> None:
-    for t, s in zip(teacher.parameters(), student.parameters()):
+    for t, s in zip(teacher.parameters(), student.parameters(), strict=True):
         t.mul_(decay).add_(s, alpha=1.0 - decay)
 
 

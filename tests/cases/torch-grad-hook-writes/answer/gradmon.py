@@ -1,7 +1,7 @@
 """The fix the ground truth applies: the direction is computed out of place, so the hook
 only reads the gradient it is given and backward accumulates it as it was produced."""
 
-import torch
+import torch  # noqa: F401
 
 
 def direction_stats(grad, previous):
