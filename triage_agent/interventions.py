@@ -22,6 +22,9 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``isolate-writes pkg.mod:Qual.name``           isolate    the function runs with the tensors it is
                                                           handed (a module's parameters, buffers and
                                                           gradients too) put back after it
+``outplace FILE:LINE``                          outplace   the in-place torch calls that line of the job
+                                                          makes run out of place (result returned,
+                                                          the tensor left alone)
 ``pin-seed FILE:LINE=V[,V...]``                 seed       the seedings that line of the job makes get
                                                           V, in order (:mod:`.seed_pins`): the other
                                                           run's values there
@@ -119,6 +122,11 @@ class IsolateWritesIntervention(BaseModel):
     target: str = Field(pattern=CALLABLE_RE.pattern)
 
 
+class OutplaceIntervention(BaseModel):
+    kind: Literal["outplace"] = "outplace"
+    site: str = Field(pattern=SITE_RE, description="file:line of the job's in-place call")
+
+
 class PinSeedIntervention(BaseModel):
     kind: Literal["pin-seed"] = "pin-seed"
     site: str = Field(pattern=SITE_RE, description="file:line of the job's seeding call")
@@ -189,6 +197,7 @@ Intervention = Annotated[
     | IsolateRngIntervention
     | IsolateWritesIntervention
     | PinSeedIntervention
+    | OutplaceIntervention
     | RestoreAttrsIntervention
     | SuppressIntervention
     | ReplaceIntervention
@@ -202,7 +211,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], "
+    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -255,6 +264,10 @@ def parse_intervention(text: str) -> Intervention:
             if not eq or not values or not re.fullmatch(SITE_RE, site):
                 raise _bad(text, "expected pin-seed FILE:LINE=V[,V...] with integer values")
             return PinSeedIntervention(site=site, values=values)
+        if word == "outplace":
+            if not re.fullmatch(SITE_RE, rest):
+                raise _bad(text, "expected outplace FILE:LINE")
+            return OutplaceIntervention(site=rest)
         if word == "restore-attrs":
             return RestoreAttrsIntervention(attrs=_parse_attrs(text, rest))
         if word == "isolate-rng":
@@ -365,6 +378,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"{t} run with the tensors it is handed put back after it (its writes do not "
                 "reach training)",
             )
+        case OutplaceIntervention(site=f):
+            return f"outplace {f}", f"the in-place torch calls at {f} run out of place"
         case PinSeedIntervention(site=f, values=vs):
             said = ", ".join(map(str, vs))
             return (
@@ -676,6 +691,9 @@ def plan(
         f"pin-seed {iv.site}" for iv in interventions if isinstance(iv, PinSeedIntervention)
     ]
     targets += [
+        f"outplace {iv.site}" for iv in interventions if isinstance(iv, OutplaceIntervention)
+    ]
+    targets += [
         iv.target
         for iv in interventions
         if isinstance(
@@ -716,6 +734,8 @@ def plan(
                 changes.settings[n] = v
             case PinSeedIntervention(site=f, values=vs):
                 changes.seeds.append(SeedPin(site=f, values=vs))
+            case OutplaceIntervention(site=f):
+                changes.outplace.append(f)
             case IsolateRngIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
             case IsolateWritesIntervention(target=t):

@@ -378,6 +378,11 @@ class PatchFile(BaseModel):
     seeds: list[SeedPin] = Field(
         default_factory=list, description="lines of the job given other seeds (:mod:`.seed_pins`)"
     )
+    outplace: list[str] = Field(
+        default_factory=list,
+        description="file:line of the job whose in-place torch calls run out of place "
+        "(:mod:`.outplace`)",
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -638,6 +643,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .seed_pins import install
 
         install(spec.seeds, spec.report, pending)
+    if spec.outplace:
+        from .outplace import install as install_outplace
+
+        install_outplace(spec.outplace, spec.report, pending)
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

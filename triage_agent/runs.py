@@ -89,6 +89,9 @@ class LaunchChanges(BaseModel):
     seeds: list[SeedPin] = Field(
         default_factory=list, description="lines of the job given the other run's seeds"
     )
+    outplace: list[str] = Field(
+        default_factory=list, description="lines of the job whose in-place calls run out of place"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -102,6 +105,7 @@ class LaunchChanges(BaseModel):
             or self.patches
             or self.settings
             or self.seeds
+            or self.outplace
             or self.source_digest
             or self.described
         )
@@ -567,11 +571,12 @@ def materialize(
     if state_after is not None:
         env.update(_state_capture_env(out, state_after, env.get("PYTHONPATH")))
     report = out / "patches.report.jsonl"
-    if changes.patches or changes.settings or changes.seeds:
+    if changes.patches or changes.settings or changes.seeds or changes.outplace:
         spec = PatchFile(
             patches=changes.patches,
             settings=changes.settings,
             seeds=changes.seeds,
+            outplace=changes.outplace,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
@@ -624,9 +629,12 @@ def materialize(
             )
             break
     outcome.seconds = round(sum(outcome.launch_seconds), 3)
-    if changes.patches:
+    if changes.patches or changes.seeds or changes.outplace:
         # a patch no process reports is listed too: it never took effect
-        outcome.patches = {p.target: {} for p in changes.patches} | patch_events(report)
+        listed = [p.target for p in changes.patches]
+        listed += [f"pin-seed {p.site}" for p in changes.seeds]
+        listed += [f"outplace {site}" for site in changes.outplace]
+        outcome.patches = {t: {} for t in listed} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"
     if capture is not None and getattr(capture, "level", "none") != "none":

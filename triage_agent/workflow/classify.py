@@ -55,6 +55,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "nondeterminism": Classification.bug,
     "extra-call": Classification.bug,
     "seed-value": Classification.bug,
+    "inplace-write": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
     "config": Classification.unknown,
@@ -96,6 +97,8 @@ FIX_TEXT: dict[str, str] = {
     "precision": "the runs were asked to compute in different precisions: declare one the numerical "
     "policy and give both runs that value",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
+    "inplace-write": "compute that line out of place (or copy the tensor the in-place write "
+    "would clobber): another name still reads it",
     "seed-value": "seed that line from the job's configured seed (and what the job controls: a "
     "rank, a worker id), not from a value each launch or each process makes anew",
     "config-policy": "the setting computes the same quantity in another order: declare one value "

@@ -365,7 +365,8 @@ def _declared_arms(
 # Which proven cause carries the verdict when several are: the most specific change first
 # (a call, a policy, a file), the settings the runs were declared to differ in last.
 _SPECIFIC = [
-    *("extra-call", "rng-state", "seed-value", "nondeterminism", "source-change"),
+    *("inplace-write", "extra-call", "rng-state", "seed-value", "nondeterminism"),
+    "source-change",
     *("environment", "precision", "config"),
 ]
 

@@ -159,6 +159,7 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
         for k in ("extra", "missing")
     }
     shared = sites["extra"] & sites["missing"]
+    arms += _outplace_arms(case, ordered)
     for c in ordered:
         if c.kind not in ("extra", "missing"):
             continue
@@ -259,19 +260,77 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
     return arms, said
 
 
-def _arm(run: str, intervention: str, where: str, statement: str, rationale: str) -> Arm:
+def _plain(event: str) -> tuple[str, str]:
+    """(scope, op base name) of an event, the overload and an in-place '_' dropped."""
+    scope, _, name = event.partition("::")
+    base = name.rsplit("::", 1)[-1].split(".", 1)[0]
+    return scope, base.removesuffix("_")
+
+
+def _outplace_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
+    """An in-place op one run makes where the other makes the same op out of place (a fast
+    path that writes over its input): that line's in-place calls run out of place in the
+    run that makes them. If every step then matches, the write clobbered a value still read."""
+    out: list[Arm] = []
+    seen: set[str] = set()
+    for c in ordered:
+        if c.kind not in ("extra", "missing") or not c.call_site or c.event_kind != "op":
+            continue
+        name = c.event.rsplit("::", 1)[-1].split(".", 1)[0]
+        if not name.endswith("_") or name.endswith("__"):
+            continue
+        other = "missing" if c.kind == "extra" else "extra"
+        twin = any(
+            o.kind == other and o.step == c.step and _plain(o.event) == _plain(c.event)
+            for o in ordered
+        )
+        if not twin:
+            continue
+        run = "b" if c.kind == "extra" else "a"
+        spec = case.run_b if run == "b" else case.run_a
+        file, _, line = c.call_site.rpartition(":")
+        root = str(Path(spec.cwd or ".").resolve()).rstrip("/") + "/"
+        rel = file[len(root) :] if file.startswith(root) else file
+        site = f"{rel}:{line}"
+        if site in seen:
+            continue
+        seen.add(site)
+        out.append(
+            _arm(
+                run,
+                f"outplace {site}",
+                site,
+                f"run {run.upper()} computes {name} in place at {site} where run "
+                f"{'A' if run == 'b' else 'B'} computes it out of place: the write clobbers a "
+                "tensor the computation still reads",
+                f"the trace shows {c.describe()} and the other run's out-of-place {name[:-1]}; "
+                f"running that line's in-place calls out of place in run {run.upper()} tests it",
+                category="inplace-write",
+            )
+        )
+    return out[:2]
+
+
+def _arm(
+    run: str,
+    intervention: str,
+    where: str,
+    statement: str,
+    rationale: str,
+    category: str = "extra-call",
+) -> Arm:
     key = intervention.removeprefix("suppress ")  # a suppression keeps its older id
     hid = "H-" + hashlib.sha256(f"extra-call|{run}|{key}".encode()).hexdigest()[:10]
     return Arm(
         run=run,
         intervention=intervention,
-        kind="extra-call",
+        kind=category,
         location=where,
         hypothesis=Hypothesis(
             id=hid,
             statement=statement,
-            category="extra-call",
+            category=category,
             rationale=rationale,
-            classification=CLASSIFICATION.get("extra-call", Classification.unknown),
+            classification=CLASSIFICATION.get(category, Classification.unknown),
         ),
     )

@@ -1,0 +1,98 @@
+"""Out-of-place lines: the in-place torch calls one line of the job makes, run out of place.
+
+A fast path that writes over a tensor in place (``F.relu(x, inplace=True)``, ``x.add_(y)``,
+``x += y``) while another name still holds that tensor (a shortcut, a saved input) computes
+something else than the plain path. Running the line's in-place calls out of place (the
+result returned as before, the tensor it was called on left alone) tests exactly that: if
+every step then matches, the write at that line is what changed the bits.
+
+A torch function mode (entered in every process at torch import, by the injected bootstrap)
+sees each torch call with the job's line that made it: the innermost frame outside torch and
+this project. Calls from other lines pass through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+_SKIP = (os.sep + os.path.join("torch", ""), "triage_agent")
+
+
+def _job_line() -> tuple[str, int] | None:
+    f = sys._getframe(2)
+    while f is not None:
+        if not any(s in f.f_code.co_filename for s in _SKIP):
+            return f.f_code.co_filename, f.f_lineno
+        f = f.f_back
+    return None
+
+
+def _at(site: str, where: tuple[str, int]) -> bool:
+    path, _, line = site.rpartition(":")
+    filename, lineno = where
+    return lineno == int(line) and (
+        filename == path or filename.endswith(os.sep + path.lstrip(os.sep))
+    )
+
+
+def _out_of_place(func: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+    """The out-of-place form of an in-place call, or None when it has none."""
+    if kwargs.get("inplace") is True:
+        return func, {**kwargs, "inplace": False}
+    import torch
+
+    name = getattr(func, "__name__", "")
+    if name.startswith("__i") and name.endswith("__"):  # x += y: Python rebinds x to the result
+        plain = getattr(torch.Tensor, "__" + name[3:], None)
+        return (plain, kwargs) if plain is not None else None
+    if name.endswith("_") and not name.endswith("__"):
+        for owner in (torch.Tensor, torch, torch.nn.functional):
+            plain = getattr(owner, name[:-1], None)
+            if plain is not None and getattr(owner, name, None) is func:
+                return plain, kwargs
+    return None
+
+
+def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> None:
+    """Run the in-place calls of ``sites`` (file:line) out of place, in this process."""
+    said: set[str] = set()
+
+    def tell(site: str, event: str) -> None:
+        if (site, event) in said:
+            return
+        said.add((site, event))  # type: ignore[arg-type]
+        try:
+            with open(report, "a") as fh:
+                line = {"pid": os.getpid(), "target": f"outplace {site}", "event": event}
+                fh.write(json.dumps(line) + "\n")
+        except OSError:
+            pass
+
+    def on_torch(module: Any = None) -> None:
+        torch = module or sys.modules["torch"]
+        from torch.overrides import TorchFunctionMode
+
+        class OutOfPlace(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+                kwargs = kwargs or {}
+                swap = _out_of_place(func, kwargs)
+                if swap is not None and swap[0] is not None:
+                    where = _job_line()
+                    for site in sites:
+                        if where is not None and _at(site, where):
+                            tell(site, "called")
+                            return swap[0](*args, **swap[1])
+                return func(*args, **kwargs)
+
+        OutOfPlace().__enter__()  # for the life of the process; never left
+        for site in sites:
+            tell(site, "patched")
+        del torch
+
+    if "torch" in sys.modules:
+        on_torch()
+    else:
+        pending.setdefault("torch", []).append(on_torch)
