@@ -348,3 +348,23 @@ def test_the_clip_is_aligned_by_a_replacement_of_deepspeeds(src, shared, tmp_pat
         ("megatron_clip", "aligned"),
     ], tried
     assert t.kept == [first.proven_by] and t.aligned.first is None, align_markdown(t)
+
+
+def test_triage_run_reads_the_corresponding_boundaries_and_proves_the_decay_set(src, tmp_path):
+    # the whole workflow, as `triage run` makes it: the baselines' boundary captures are an
+    # observation, and the interventions their first difference asks for are its arms
+    from test_workflow_support import triage
+
+    from triage_agent.ledger_view import verdict_basis
+
+    case = load_case(_case(src, tmp_path / "case", "1d-and-bias"))
+    case = case.model_copy(update={"workspace": str(tmp_path / "ws")})
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "policy-difference", v
+    assert (v.location or "").startswith("config:--decay"), v.location
+    basis = verdict_basis(st)
+    proof = next(e for e in st.evidence if e.id == basis.evidence)
+    assert proof.data.interventions == ["config --decay=matrices"]
+    observed = [e for e in st.evidence if e.summary.startswith("corresponding boundaries:")]
+    assert observed and "master_weights" in observed[0].summary

@@ -255,6 +255,9 @@ def situation(
     )
     for d in declared:
         sit.where.setdefault(hypothesis_for(d).id, d.location())
+    dirs = [Path(o.out_dir) / "boundaries" for o in outs or ()]
+    if len(dirs) == 2 and all((d / "side.json").is_file() for d in dirs):
+        sit.boundaries = (dirs[0], dirs[1])
     k = rep.step - 1 if rep.step else None
     sit.state_in_baselines = bool(outs) and all(o.state_after == k for o in outs or ())
     st = ledger.state()

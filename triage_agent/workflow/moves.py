@@ -15,6 +15,7 @@ decision (:mod:`.chooser`), from the moves the proposers (:mod:`.proposers`) off
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -27,7 +28,7 @@ from ..fingerprint import CaptureConfig
 from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
 from .boundary_state import boundary_arms
-from .classify import FIX_POLICY
+from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for
 from .fixcheck import bisect_source_change, validate_fix
 from .prefetch import Prefetch
@@ -47,6 +48,7 @@ What = Literal[
     "origin-fix",
     "read-setting",
     "read-site",
+    "correspond",
 ]
 
 
@@ -123,6 +125,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "origin-fix": _origin_fix,
         "read-setting": _read_setting,
         "read-site": _read_site,
+        "correspond": _correspond,
     }[move.what](move, sit, status)
 
 
@@ -391,6 +394,80 @@ def _read_site(move: Move, sit: Situation, status: Status) -> None:
         else HypothesisStatus.inconclusive,
         evidence=[ev.id, fix.id],
     )
+
+
+def _correspond(move: Move, sit: Situation, status: Status) -> None:
+    """Compare the two frameworks' corresponding boundaries (outputs, consumed gradients,
+    master weights, moments, counters) the baselines captured, and turn the first differing
+    boundary's diagnosis into arms: each intervention on B's own configuration surface that
+    its diagnosis asks for (docs/megatron.md), tested like any arm, over every step."""
+    from ..correspond.boundaries import build_table
+    from ..correspond.candidates import candidates
+    from ..correspond.mapping import load_side
+    from ..records import Evidence, EvidenceKind
+
+    sit.corresponded = True
+    assert sit.boundaries is not None
+    a_dir, b_dir = sit.boundaries
+    status("correspond", "corresponding boundaries of both runs")
+    try:
+        table, _ = build_table(a_dir, b_dir)
+    except TriageError as exc:
+        sit.ledger.note(f"corresponding boundaries not compared: {exc}", level="warning")
+        return
+    first, policy = table.first, table.policy
+    if first is None:
+        summary = "corresponding boundaries: every boundary of every step matches"
+    else:
+        summary = (
+            f"corresponding boundaries: first differing step {first.step} boundary "
+            f"{first.boundary}; {policy.name + ': ' + policy.detail if policy else 'no policy named'}"
+        )
+    arms: list[Arm] = []
+    if first is not None and policy is not None:
+        for c in candidates(
+            policy, first.boundary, first.step, load_side(a_dir), load_side(b_dir), sit.case.run_b
+        ):
+            where = _correspond_location(c.intervention)
+            hid = "H-" + hashlib.sha256(f"correspond|{c.intervention}".encode()).hexdigest()[:10]
+            arms.append(
+                Arm(
+                    run="b",
+                    intervention=c.intervention,
+                    kind="config-policy",
+                    location=where,
+                    hypothesis=Hypothesis(
+                        id=hid,
+                        statement=f"step {first.step} boundary {first.boundary} differs by a "
+                        f"policy of B's ({policy.name}): {c.intervention} ({c.governs}) "
+                        "gives B A's",
+                        category="config-policy",
+                        rationale=c.why,
+                        classification=CLASSIFICATION["config-policy"],
+                    ),
+                )
+            )
+            if c.relevant:
+                sit.correspond_relevant.add(hid)
+    sit.correspond_arms = arms
+    sit.ledger.add_evidence(
+        Evidence(
+            kind=EvidenceKind.manifest,
+            result=EvidenceResult.observed,
+            summary=summary + (f"; {len(arms)} interventions on B to test" if arms else ""),
+            hypotheses=[a.hypothesis.id for a in arms if a.hypothesis.id in sit.state().hypotheses],
+        )
+    )
+
+
+def _correspond_location(intervention: str) -> str:
+    """Where an aligning intervention acts, as a verdict names it."""
+    word, _, rest = intervention.partition(" ")
+    if word == "config":
+        return "config:" + rest.split("=", 1)[0]
+    if word == "replace":
+        return "call:" + rest.split("=", 1)[0]
+    return intervention
 
 
 def _bisect(move: Move, sit: Situation, status: Status) -> None:

@@ -12,6 +12,8 @@ None knows a case: each reads one kind of evidence and proposes the general test
   alone are tried together.
 - :func:`observed_state`: what the state at the boundaries showed (a stream not restored, a
   cursor's lost attributes, a writer only one run calls).
+- :func:`corresponded`: two frameworks' corresponding boundaries, compared, and the
+  interventions on B their first difference's diagnosis asks for.
 - :func:`traced`: what the trace showed (an event only one run executes, a draw among them;
   the origin's fix policy).
 - :func:`resume`: a run that resumes, tested by each restore its evidence points at; a
@@ -298,6 +300,42 @@ def observed_state(sit: Situation) -> list[Move]:
     return out
 
 
+def corresponded(sit: Situation) -> list[Move]:
+    """Two frameworks whose baselines captured corresponding boundaries: compare them (no
+    launch), then test each intervention on B the first differing boundary's diagnosis asks
+    for, over every step like any arm."""
+    if sit.boundaries is None:
+        return []
+    if not sit.corresponded:
+        return [
+            Move(
+                key="correspond",
+                kind="observe",
+                what="correspond",
+                said="compare the corresponding boundaries both runs captured (outputs, "
+                "consumed gradients, master weights, moments, counters)",
+                cost_s=5.0,
+                gain=POINTED,
+                guided=True,
+                why="both baselines wrote boundary captures: the first differing boundary and "
+                "the setting the two optimizers held differently say which policy to align",
+            )
+        ]
+    if sit.proven():
+        return []
+    return [
+        arm_move(
+            a,
+            gain=POINTED if a.hypothesis.id in sit.correspond_relevant else SETTING,
+            guided=a.hypothesis.id in sit.correspond_relevant,
+            why=a.hypothesis.statement,
+            cost_s=sit.launch_s,
+        )
+        for a in sit.correspond_arms
+        if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
+    ]
+
+
 def traced(sit: Situation) -> list[Move]:
     if sit.trace is None or sit.ma is None:
         return []
@@ -551,6 +589,7 @@ PROPOSERS: tuple[Proposer, ...] = (
     observations,
     declared,
     observed_state,
+    corresponded,
     traced,
     resume,
     readings,

@@ -62,6 +62,11 @@ class Situation:
         self.trace_arms: list[Arm] = []
         self.bisected = False
         self.bisect_found: Hypothesis | None = None
+        # the baselines' corresponding-boundary captures (two frameworks), when they wrote them
+        self.boundaries: tuple[Path, Path] | None = None
+        self.corresponded = False
+        self.correspond_arms: list[Arm] = []
+        self.correspond_relevant: set[str] = set()  # arms the diagnosis's words point at
         self.read: set[str] = set()  # proven settings already read further
         self.where: dict[str, str] = {}  # hypothesis id -> the location its arm names
         self.done: set[str] = set()  # moves made in this process, by key
