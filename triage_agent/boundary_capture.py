@@ -248,9 +248,19 @@ def state_now(
                 # torch.compile's wrapper: its state names carry `_orig_mod.`, an eager run's not
                 model = model._orig_mod
             state["model"] = model.state_dict()
+        # other top-level modules with weights (a teacher, an EMA copy), largest first
+        for k, extra in enumerate(roots[1:4], start=1):
+            if any(True for _ in extra.parameters()):
+                state[f"model{k}"] = extra.state_dict()
         opts = _objects(torch.optim.Optimizer)
         for k, o in enumerate(opts):
             state["optimizer" if len(opts) == 1 else f"optimizer{k}"] = o.state_dict()
+        if opts and roots:
+            from .restore_state import by_param
+
+            # by the parameter's name: an optimizer rebuilt over the parameters in another
+            # order keeps its state_dict's bytes and attaches them to other tensors
+            state["optimizer_by_param"] = by_param(roots, opts)
         scheds = _objects(torch.optim.lr_scheduler.LRScheduler)
         for k, o in enumerate(scheds):
             state["scheduler" if len(scheds) == 1 else f"scheduler{k}"] = o.state_dict()

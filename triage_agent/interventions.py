@@ -22,6 +22,10 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``isolate-writes pkg.mod:Qual.name``           isolate    the function runs with the tensors it is
                                                           handed (a module's parameters, buffers and
                                                           gradients too) put back after it
+``restore-state PART[,PART]``                   restore    after a resume, at its first training forward,
+                                                          the parts the saving process had at that step:
+                                                          ``modelK`` (a second top-level module), or
+                                                          ``optimizer`` (per-parameter state, by name)
 ``outplace FILE:LINE``                          outplace   the in-place torch calls that line of the job
                                                           makes run out of place (result returned,
                                                           the tensor left alone)
@@ -68,6 +72,7 @@ from .ledger import Ledger
 from .metrics import diff_metrics, load_metrics
 from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
 from .records import Case, EvidenceResult, RunSpec
+from .restore_state import PART_RE
 from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_evidence
 from .seed_pins import SITE_RE, SeedPin
 from .settings import SETTINGS, settable
@@ -120,6 +125,11 @@ class SetIntervention(BaseModel):
 class IsolateWritesIntervention(BaseModel):
     kind: Literal["isolate-writes"] = "isolate-writes"
     target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
+class RestoreStateIntervention(BaseModel):
+    kind: Literal["restore-state"] = "restore-state"
+    parts: list[str] = Field(min_length=1, description="modelK (K >= 1) or optimizer")
 
 
 class OutplaceIntervention(BaseModel):
@@ -198,6 +208,7 @@ Intervention = Annotated[
     | IsolateWritesIntervention
     | PinSeedIntervention
     | OutplaceIntervention
+    | RestoreStateIntervention
     | RestoreAttrsIntervention
     | SuppressIntervention
     | ReplaceIntervention
@@ -211,7 +222,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, "
+    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state modelK|optimizer, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -264,6 +275,13 @@ def parse_intervention(text: str) -> Intervention:
             if not eq or not values or not re.fullmatch(SITE_RE, site):
                 raise _bad(text, "expected pin-seed FILE:LINE=V[,V...] with integer values")
             return PinSeedIntervention(site=site, values=values)
+        if word == "restore-state":
+            parts = [p.strip() for p in rest.split(",") if p.strip()]
+            if not parts or not all(re.fullmatch(PART_RE, p) for p in parts):
+                raise _bad(
+                    text, "expected restore-state PART[,PART] with PART model1..model9 or optimizer"
+                )
+            return RestoreStateIntervention(parts=parts)
         if word == "outplace":
             if not re.fullmatch(SITE_RE, rest):
                 raise _bad(text, "expected outplace FILE:LINE")
@@ -377,6 +395,11 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"isolate-writes {t}",
                 f"{t} run with the tensors it is handed put back after it (its writes do not "
                 "reach training)",
+            )
+        case RestoreStateIntervention(parts=ps):
+            return (
+                "restore-state " + ",".join(ps),
+                f"{', '.join(ps)} put back after the resume as the saving process had them",
             )
         case OutplaceIntervention(site=f):
             return f"outplace {f}", f"the in-place torch calls at {f} run out of place"
@@ -694,6 +717,12 @@ def plan(
         f"outplace {iv.site}" for iv in interventions if isinstance(iv, OutplaceIntervention)
     ]
     targets += [
+        f"restore-state {p}"
+        for iv in interventions
+        if isinstance(iv, RestoreStateIntervention)
+        for p in iv.parts
+    ]
+    targets += [
         iv.target
         for iv in interventions
         if isinstance(
@@ -736,6 +765,8 @@ def plan(
                 changes.seeds.append(SeedPin(site=f, values=vs))
             case OutplaceIntervention(site=f):
                 changes.outplace.append(f)
+            case RestoreStateIntervention(parts=ps):
+                changes.restore_state += ps
             case IsolateRngIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
             case IsolateWritesIntervention(target=t):

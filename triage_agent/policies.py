@@ -383,6 +383,10 @@ class PatchFile(BaseModel):
         description="file:line of the job whose in-place torch calls run out of place "
         "(:mod:`.outplace`)",
     )
+    restore_state: list[str] = Field(
+        default_factory=list,
+        description="parts of training state a resume put back (:mod:`.restore_state`)",
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -647,6 +651,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .outplace import install as install_outplace
 
         install_outplace(spec.outplace, spec.report, pending)
+    if spec.restore_state:
+        from .restore_state import install as install_restore
+
+        install_restore(spec.restore_state, spec.report, pending)
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

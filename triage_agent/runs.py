@@ -92,6 +92,9 @@ class LaunchChanges(BaseModel):
     outplace: list[str] = Field(
         default_factory=list, description="lines of the job whose in-place calls run out of place"
     )
+    restore_state: list[str] = Field(
+        default_factory=list, description="parts of training state put back after a resume"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -106,6 +109,7 @@ class LaunchChanges(BaseModel):
             or self.settings
             or self.seeds
             or self.outplace
+            or self.restore_state
             or self.source_digest
             or self.described
         )
@@ -571,12 +575,19 @@ def materialize(
     if state_after is not None:
         env.update(_state_capture_env(out, state_after, env.get("PYTHONPATH")))
     report = out / "patches.report.jsonl"
-    if changes.patches or changes.settings or changes.seeds or changes.outplace:
+    if (
+        changes.patches
+        or changes.settings
+        or changes.seeds
+        or changes.outplace
+        or changes.restore_state
+    ):
         spec = PatchFile(
             patches=changes.patches,
             settings=changes.settings,
             seeds=changes.seeds,
             outplace=changes.outplace,
+            restore_state=changes.restore_state,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
@@ -629,11 +640,12 @@ def materialize(
             )
             break
     outcome.seconds = round(sum(outcome.launch_seconds), 3)
-    if changes.patches or changes.seeds or changes.outplace:
+    if changes.patches or changes.seeds or changes.outplace or changes.restore_state:
         # a patch no process reports is listed too: it never took effect
         listed = [p.target for p in changes.patches]
         listed += [f"pin-seed {p.site}" for p in changes.seeds]
         listed += [f"outplace {site}" for site in changes.outplace]
+        listed += [f"restore-state {part}" for part in changes.restore_state]
         outcome.patches = {t: {} for t in listed} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"

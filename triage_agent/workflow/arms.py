@@ -79,7 +79,15 @@ def try_arm(
             return None
         ev = next(e for e in ledger.state().evidence if e.id == res.evidence_id)
         arm.location = _placed(arm, res.outcome.patches)
-        arm.location = _restored(arm, res.outcome.out_dir) or arm.location
+        arm.location = (
+            _restored(arm, res.outcome.out_dir)
+            or (
+                _parts_restored(arm, res.outcome.out_dir)
+                if arm.intervention.startswith("restore-state ")
+                else None
+            )
+            or arm.location
+        )
     if hyp.status == HypothesisStatus.open and ev.result in (
         EvidenceResult.supported,
         EvidenceResult.refuted,
@@ -114,6 +122,31 @@ def saved_at(state_dict_at: str) -> str:
             returns = [n.lineno for n in ast.walk(node) if isinstance(n, ast.Return)]
             return f"{file}:{max(returns)}" if returns else state_dict_at
     return state_dict_at
+
+
+def _parts_restored(arm: Arm, out_dir: str) -> str | None:
+    """What restore-state put back in the resumed process, and the job's line that last
+    loaded each part there: the restore the resume got wrong."""
+    from ..restore_state import REPORT
+
+    said: dict[str, dict] = {}
+    for f in sorted(Path(out_dir).glob(f"**/{REPORT}")):
+        try:
+            said.update(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    parts = [
+        f"{_short(v['loaded_at'])} (loads {name}: {v.get('what', '')})"
+        for name, v in sorted(said.items())
+        if isinstance(v, dict) and v.get("loaded_at")
+    ]
+    return "; ".join(parts[:2]) or None
+
+
+def _short(where: str) -> str:
+    file, _, line = where.rpartition(":")
+    root = str(Path.cwd()).rstrip("/") + "/"
+    return (file[len(root) :] if file.startswith(root) else file) + ":" + line
 
 
 def _restored(arm: Arm, out_dir: str) -> str | None:

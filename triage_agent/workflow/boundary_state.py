@@ -525,6 +525,51 @@ def scheduler_arms(case: Case, diffs: list[PointDiff]) -> list[Arm]:
     return []
 
 
+def part_arms(case: Case, diffs: list[PointDiff]) -> list[Arm]:
+    """Parts of training state that differ between A and B where step K+1 starts, in a run
+    that resumed at K, while the model itself is equal there: a second top-level module (a
+    teacher, an EMA copy) or the optimizer's per-parameter state by name (moments attached to
+    other parameters). The saving process's values are put back after the resume
+    (restore-state PART on the resumed run)."""
+    resumed = [r.name for r in (case.run_b, case.run_a) if len(r.launch) > 1]
+    out: list[Arm] = []
+    for d in diffs:
+        if d.between != "A vs B" or not d.point.startswith("step-") or not resumed:
+            continue
+        if d.differs("tensor", "model.") or d.differs("scalar", "model."):
+            continue  # the model itself differs: a part is not what the resume left behind
+        parts = sorted(
+            {
+                p.split(".", 1)[0]
+                for p in d.differs("tensor") + d.differs("scalar")
+                if p.split(".", 1)[0][:5] == "model" and p.split(".", 1)[0][5:].isdigit()
+            }
+        )
+        if d.differs("tensor", "optimizer_by_param.") or d.differs("scalar", "optimizer_by_param."):
+            parts.append("optimizer")
+        k = int(d.point.removeprefix("step-")) - 1
+        run = resumed[0]
+        for part in parts:
+            said = (
+                "the optimizer's state per parameter, by name"
+                if part == "optimizer"
+                else f"top-level module {part}"
+            )
+            out.append(
+                _state_arm(
+                    run,
+                    f"restore-state {part}",
+                    "resume-state",
+                    f"state:{part} (not restored on resume)",
+                    f"run {run.upper()} resumed at step {k}, and where step {k + 1} starts "
+                    f"{said} differs from the uninterrupted run's while the model is equal: "
+                    "the resume does not bring it back",
+                    f"resume-part|{run}|{part}",
+                )
+            )
+    return out[:2]
+
+
 def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
     """Attributes of a job's data cursor that its state_dict leaves out, and that differ
     between the process that saved at step K and the one that resumed from it: a checkpoint
@@ -773,6 +818,21 @@ def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) 
     return out
 
 
+def state_step(rep: MismatchReport) -> int | None:
+    """K: the state is compared after step K and where step K+1 starts. The step before the
+    first differing one, except right after a resume: a metric logged at step N reflects the
+    updates before it, so when N is the resumed step's successor the first update that read
+    what the resume restored is the resumed step's, and the boundary to read is the resume's."""
+    assert rep.step is not None
+    first = rep.diff.common_steps[0] if rep.diff.common_steps else 0
+    if rep.step <= first:
+        return None
+    resumes = set(rep.diff.resumes_a) | set(rep.diff.resumes_b)
+    if rep.step - 2 in resumes and rep.step - 2 >= first:
+        return rep.step - 2
+    return rep.step - 1
+
+
 def boundary_arms(
     case: Case,
     ledger: Ledger,
@@ -798,8 +858,7 @@ def boundary_arms(
         if meanwhile is not None:
             meanwhile()
         return BoundaryState.model_validate(done).arms if done else []
-    first = rep.diff.common_steps[0] if rep.diff.common_steps else 0
-    k = rep.step - 1 if rep.step > first else None
+    k = state_step(rep)
     on_status(
         "state manifests of both runs after initialisation"
         + (f" and around step {k}" if k is not None else "")
@@ -828,6 +887,7 @@ def boundary_arms(
     result.arms = setting_arms(result.diffs) + result.arms
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
+    result.arms += part_arms(case, result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)
     result.arms += seed_arms(case, recs)

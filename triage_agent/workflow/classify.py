@@ -56,6 +56,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "extra-call": Classification.bug,
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
+    "resume-state": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
     "config": Classification.unknown,
@@ -97,6 +98,8 @@ FIX_TEXT: dict[str, str] = {
     "precision": "the runs were asked to compute in different precisions: declare one the numerical "
     "policy and give both runs that value",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
+    "resume-state": "save that part with the checkpoint and load it into the same object on "
+    "resume (by the parameter's name for optimizer state), after everything that rebuilds it",
     "inplace-write": "compute that line out of place (or copy the tensor the in-place write "
     "would clobber): another name still reads it",
     "seed-value": "seed that line from the job's configured seed (and what the job controls: a "

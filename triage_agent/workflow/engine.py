@@ -44,7 +44,7 @@ from ..records import (
 )
 from ..runs import OUT_TOKEN, RunOutcome, finished, materialize_case
 from .arms import Arm, prior_rerun
-from .boundary_state import BoundaryState
+from .boundary_state import BoundaryState, state_step
 from .characterize import MismatchReport, characterize, confirm_mismatch
 from .chooser import Suggestion, ranked, suggestions
 from .chooser import choose as choose_next
@@ -258,7 +258,7 @@ def situation(
     dirs = [Path(o.out_dir) / "boundaries" for o in outs or ()]
     if len(dirs) == 2 and all((d / "side.json").is_file() for d in dirs):
         sit.boundaries = (dirs[0], dirs[1])
-    k = rep.step - 1 if rep.step else None
+    k = state_step(rep) if rep.step is not None else None
     sit.state_in_baselines = bool(outs) and all(o.state_after == k for o in outs or ())
     st = ledger.state()
     mark = done_for(st, "state", rep.step)
@@ -368,7 +368,7 @@ def _declared_arms(
 # Which proven cause carries the verdict when several are: the most specific change first
 # (a call, a policy, a file), the settings the runs were declared to differ in last.
 _SPECIFIC = [
-    *("inplace-write", "extra-call", "rng-state", "seed-value", "nondeterminism"),
+    *("inplace-write", "extra-call", "rng-state", "resume-state", "seed-value", "nondeterminism"),
     "source-change",
     *("environment", "precision", "config"),
 ]
