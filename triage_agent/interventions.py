@@ -22,7 +22,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``isolate-writes pkg.mod:Qual.name``           isolate    the function runs with the tensors it is
                                                           handed (a module's parameters, buffers and
                                                           gradients too) put back after it
-``restore-state PART[,PART]``                   restore    after a resume, at its first training forward,
+``restore-state PART[,PART]``                   restore    after a resume, at its first module forward,
                                                           the parts the saving process had at that step:
                                                           ``modelK`` (a second top-level module), or
                                                           ``optimizer`` (per-parameter state, by name)

@@ -11,7 +11,7 @@ Parts are named as the state capture names them (:func:`triage_agent.boundary_ca
 
 The process that saves writes the parts at each step the job logs (``MetricLog.log``); a
 process that resumes from step K (``MetricLog(..., resumed_from=K)``) puts them back at its
-first training forward, after whatever its own restore did, and reports what it put back and
+first module forward, after whatever its own restore did, and reports what it put back and
 the job's line that last loaded each part (``load_state_dict``), for the evidence to name.
 If every step then matches, the part carries the whole difference of the resume.
 
@@ -170,7 +170,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             handle: list[Any] = []
 
             def first_forward(module: Any, inputs: Any) -> None:
-                if not torch.is_grad_enabled() or not handle:
+                if not handle:  # a teacher's forward under no_grad counts: it reads the part
                     return
                 handle.pop().remove()
                 said = put_back(snap)
