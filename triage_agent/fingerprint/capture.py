@@ -949,9 +949,10 @@ class Tracer:
                 t.register_hook(functools.partial(self._on_module_grad, scope, name, i))
         return None
 
-    def _on_module_grad(self, scope: str, name: str, index: int, grad: torch.Tensor):
+    def _on_module_grad(self, scope: str, name: str, index: int, grad: torch.Tensor | None):
         self._bwd_scope = scope
-        if self._gate():
+        # an output no loss depends on (a recurrent layer's last hidden state) gets no gradient
+        if grad is not None and self._gate():
             ev = self._new_event("module", name, scope, "backward", [])
             ev.meta["grad_of_output"] = index
             ev.outputs = self._stage_all([grad], self._mode_for(name))
