@@ -121,6 +121,9 @@ class FirstDivergence(BaseModel):
     scope: str = ""
     call: int = 0
     caller: str | None = None
+    caller_b: str | None = Field(
+        default=None, description="the paired op's call site in B, where the two runs pair it"
+    )
     parted: list[str] = Field(
         default_factory=list, description="structural: every op in the step's differing parts"
     )
@@ -138,7 +141,15 @@ class FirstDivergence(BaseModel):
         (else its partner event's, where the two runs pair it with one)."""
         caller = ev.caller or (partner.caller if partner is not None else None)
         where = {"step": ev.step, "name": ev.name, "scope": ev.scope, "call": ev.call}
-        return cls(role=role, rank=rank, order=order, caller=caller, parted=parted, **where)
+        return cls(
+            role=role,
+            rank=rank,
+            order=order,
+            caller=caller,
+            caller_b=partner.caller if partner is not None else None,
+            parted=parted,
+            **where,
+        )
 
 
 def _key(ev: Any) -> tuple[str, str]:
@@ -615,6 +626,16 @@ def read_proven_setting(
             "two choices of one hyper-parameter, a numerical policy"
         )
         return _record(ledger, hyp, ev, Classification.policy_difference, setting, said)
+    if d.caller_b and d.caller_b.rpartition(":")[0] != d.caller.rpartition(":")[0]:
+        # each run computes it from its own copy of the code (a library on another path,
+        # another revision): which copy holds the defect is not for one run's source to say
+        return unknown(
+            f"the scalar given to {where} differs ({differ[0][0]!r} vs {differ[0][1]!r}), and "
+            f"the runs make that call from different source files: A at "
+            f"{_short(d.caller.rpartition(':')[0], case)}:{d.caller.rpartition(':')[2]}, B at "
+            f"{_short(d.caller_b.rpartition(':')[0], case)}:{d.caller_b.rpartition(':')[2]}; "
+            "the setting selects the code: compare the two"
+        )
     file, _, line = d.caller.rpartition(":")
     write, n = state_write_behind(file, int(line)) if line.isdigit() else (None, -1)
     site = f"{_short(file, case)}:{line}"
