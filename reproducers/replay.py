@@ -318,6 +318,9 @@ class DumpedCall(BaseModel):
     args: list[Any]
     kwargs: dict[str, Any] = Field(default_factory=dict)
     outputs: list[Any] | None = None
+    settings: dict[str, str] = Field(
+        default_factory=dict, description="the global numeric settings the op ran under (repr)"
+    )
 
     model_config = {"arbitrary_types_allowed": True}
 
@@ -358,16 +361,53 @@ def load_dump(
                 return x
 
             args, kwargs = to_dev(args), {k: to_dev(v) for k, v in kwargs.items()}
-        return DumpedCall(op=raw["op"], args=args, kwargs=kwargs, outputs=raw.get("outputs"))
+        return DumpedCall(
+            op=raw["op"],
+            args=args,
+            kwargs=kwargs,
+            outputs=raw.get("outputs"),
+            settings=dict(raw.get("settings") or {}),
+        )
     if "name" in raw and "inputs" in raw:
         name = str(raw["name"])
         if raw["inputs"] is None:
             raise InputError(f"dump {p} ({name}) holds no inputs")
         args, kwargs = build_call(resolve_op(name), list(raw["inputs"]), nontensor_args)
-        return DumpedCall(op=name, args=args, kwargs=kwargs, outputs=raw.get("outputs"))
+        return DumpedCall(
+            op=name,
+            args=args,
+            kwargs=kwargs,
+            outputs=raw.get("outputs"),
+            settings=dict(raw.get("settings") or {}),
+        )
     raise InputError(
         f"dump {p} has keys {sorted(raw)}: expected name/inputs/outputs or op/args/kwargs"
     )
+
+
+@contextlib.contextmanager
+def _under(settings: dict[str, str]) -> Iterator[dict[str, str]]:
+    """This process under the recorded settings that differ from its own and can be set
+    (yields those), put back as they were afterwards."""
+    import ast
+
+    from triage_agent.settings import SETTINGS, read_settings, settable
+
+    mine = read_settings()
+    put = {k: v for k, v in settings.items() if settable(k) and mine.get(k) != v}
+    done: dict[str, str] = {}
+    try:
+        for name, text in put.items():
+            try:
+                SETTINGS[name][1](ast.literal_eval(text))  # type: ignore[misc]
+                done[name] = text
+            except (ValueError, SyntaxError, RuntimeError, TypeError):
+                continue  # a setting this build or device cannot take is replayed as is
+        yield done
+    finally:
+        for name in done:
+            with contextlib.suppress(Exception):
+                SETTINGS[name][1](ast.literal_eval(mine[name]))  # type: ignore[misc]
 
 
 def replay_dump(
@@ -393,10 +433,14 @@ def replay_dump(
     path = contained(dump, roots or [ledger.workspace, Path.cwd()])
     call = load_dump(path, nontensor_args)
     t0 = time.monotonic()
-    res = replay_op(call.op, call.args, call.kwargs, call.outputs, None, repeats, policy)
+    with _under(call.settings) as put:
+        res = replay_op(call.op, call.args, call.kwargs, call.outputs, None, repeats, policy)
     duration = round(time.monotonic() - t0, 3)
     changed = ", ".join(res.policy.changed()) or "none"
     parts = [f"replayed {res.op} x{res.repeats} on {res.device} (policy changed: {changed})"]
+    if put:
+        # the replaying process computes under the run's settings, not its own
+        parts.append("under the run's settings " + ", ".join(f"{k}={v}" for k, v in put.items()))
     parts.append(
         "repeatable" if res.repeatable else f"NOT repeatable: {res.distinct_runs} distinct outputs"
     )

@@ -194,3 +194,27 @@ def test_replay_side_stream_cuda():
         "aten::index_add_", args, repeats=3, policy=ReplayPolicy(stream="side", deterministic=True)
     )
     assert res.repeatable and res.device.startswith("cuda")
+
+
+def test_a_replay_runs_under_the_settings_the_op_ran_under(tmp_path):
+    # a long sum splits across threads: recorded on one thread, replayed here on two
+    x = torch.randn(4_000_000, generator=torch.Generator().manual_seed(0))
+    mine = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = x.sum()
+    finally:
+        torch.set_num_threads(mine)
+    if mine == 1 or torch.equal(one, x.sum()):
+        pytest.fail("this machine sums the same on one thread and on several: no test here")
+    call = {"op": "aten::sum", "args": [x], "kwargs": {}, "outputs": [one]}
+    plain, under = tmp_path / "plain.pt", tmp_path / "under.pt"
+    torch.save(call, plain)
+    torch.save({**call, "settings": {"torch.num_threads": "1"}}, under)
+    ws = tmp_path / "ws"
+    as_here = replay_dump(plain, ws, repeats=2, roots=[tmp_path])
+    assert as_here.data.reproduces_recorded is False
+    as_run = replay_dump(under, ws, repeats=2, roots=[tmp_path])
+    assert as_run.data.reproduces_recorded is True, as_run.summary
+    assert "under the run's settings torch.num_threads=1" in as_run.summary
+    assert torch.get_num_threads() == mine  # put back

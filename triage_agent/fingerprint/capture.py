@@ -806,6 +806,10 @@ class Tracer:
             if call is not None:
                 device = str(outputs[0].device) if outputs else "cpu"
                 rec.update(op=ev.name, args=call[0], kwargs=call[1], device=device)
+            from ..settings import read_settings
+
+            # the settings the op ran under: a replay elsewhere runs under them too
+            rec["settings"] = read_settings()
             torch.save(rec, path)
             ev.dump = str(rel)
         finally:
