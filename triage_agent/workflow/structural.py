@@ -210,9 +210,10 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
                     f"saved-and-restored generator state in run {run.upper()} alone tests it",
                 )
             )
-        if (c.writes_state or c.event_kind == "module") and not is_draw(c.event):
+        if (c.writes_state or c.event_kind == "module") and not is_draw(c.event) and not at_init:
             # A write the call makes to what it is handed (a gradient, a module's buffers;
-            # a module's forward may write its own):
+            # a module's forward may write its own). Not before the first step: there the
+            # call's own suppression, scoped to initialisation, is the test.
             # putting those tensors back after it tests the write and keeps what it returns,
             # which its caller may need.
             arms.append(
