@@ -145,6 +145,7 @@ def test_an_override_only_one_run_calls_is_proven_by_running_its_base_instead(tm
     )
     arms, _ = extra_call_arms(case, [site])
     assert [a.intervention for a in arms] == [
+        "isolate-writes reducers:BucketReducer.reduce_into",
         "suppress reducers:BucketReducer.reduce_into",
         "replace reducers:BucketReducer.reduce_into=reducers:Reducer.reduce_into",
     ]

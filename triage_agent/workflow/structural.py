@@ -146,7 +146,11 @@ def call_site(caller: str, run_cwd: str | None) -> CallSite | None:
 
 def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm], list[str]]:
     """Arms for the events only one run executes, and what could not be made an arm."""
-    ordered = sorted(candidates, key=lambda c: (not c.writes_state, c.step, c.order))
+    # what changes state (a write, a draw) first, in the order it ran: the first of them in a
+    # function names the function's line (a subset drawn before a dropout's mask)
+    ordered = sorted(
+        candidates, key=lambda c: (not (c.writes_state or is_draw(c.event)), c.step, c.order)
+    )
     arms: list[Arm] = []
     said: list[str] = []
     seen: set[str] = set()
