@@ -18,16 +18,9 @@ import os
 import sys
 from typing import Any
 
-_SKIP = (os.sep + os.path.join("torch", ""), "triage_agent")
+from .job_frames import PROJECT, TORCH, job_line
 
-
-def _job_line() -> tuple[str, int] | None:
-    f = sys._getframe(2)
-    while f is not None:
-        if not any(s in f.f_code.co_filename for s in _SKIP):
-            return f.f_code.co_filename, f.f_lineno
-        f = f.f_back
-    return None
+_SKIP = (TORCH, PROJECT)
 
 
 def _at(site: str, where: tuple[str, int]) -> bool:
@@ -80,7 +73,7 @@ def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 kwargs = kwargs or {}
                 swap = _out_of_place(func, kwargs)
                 if swap is not None and swap[0] is not None:
-                    where = _job_line()
+                    where = job_line(_SKIP)
                     for site in sites:
                         if where is not None and _at(site, where):
                             tell(site, "called")

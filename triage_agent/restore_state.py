@@ -25,10 +25,12 @@ import os
 import sys
 from typing import Any
 
+from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+
 PART_RE = r"^(model[1-9]|optimizer)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
-_SKIP = (os.sep + os.path.join("torch", ""), "triage_agent", os.path.join("deepspeed", ""))
+_SKIP = (TORCH, PROJECT, DEEPSPEED)
 
 
 def param_names(roots: list[Any]) -> dict[int, str]:
@@ -50,15 +52,6 @@ def by_param(roots: list[Any], optimizers: list[Any]) -> dict[str, dict[str, Any
             if id(p) in names:
                 out[names[id(p)]] = dict(st)
     return out
-
-
-def _job_line() -> str | None:
-    f = sys._getframe(2)
-    while f is not None:
-        if not any(s in f.f_code.co_filename for s in _SKIP):
-            return f"{f.f_code.co_filename}:{f.f_lineno}"
-        f = f.f_back
-    return None
 
 
 def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> None:
@@ -87,9 +80,9 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         orig = cls.load_state_dict
 
         def load_state_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
-            where = _job_line()
+            where = job_line(_SKIP)
             if where is not None:
-                loaded[id(self)] = where
+                loaded[id(self)] = f"{where[0]}:{where[1]}"
             return orig(self, *args, **kwargs)
 
         cls.load_state_dict = load_state_dict

@@ -25,8 +25,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .job_frames import NUMPY, PROJECT, TORCH, job_line
+
 SITE_RE = r"^[^\s]+:\d+$"
-_SKIP = (os.sep + os.path.join("torch", ""), os.path.join("numpy", ""), "triage_agent")
+_SKIP = (TORCH, NUMPY, PROJECT)
 
 
 class SeedPin(BaseModel):
@@ -46,16 +48,6 @@ class SeedPin(BaseModel):
         return filename == path or filename.endswith(os.sep + path.lstrip(os.sep))
 
 
-def _job_line() -> tuple[str, int] | None:
-    f = sys._getframe(2)
-    while f is not None:
-        name = f.f_code.co_filename
-        if not any(s in name for s in _SKIP) and not name.endswith(os.sep + "random.py"):
-            return name, f.f_lineno
-        f = f.f_back
-    return None
-
-
 class _Pins:
     def __init__(self, pins: list[SeedPin], report: str):
         self.pins, self.report = pins, report
@@ -73,7 +65,7 @@ class _Pins:
         """The value a seeding made now is given: a pinned line's next value, else its own."""
         if not isinstance(value, int) or isinstance(value, bool):
             return value  # a state (set_state) is not pinned
-        where = _job_line()
+        where = job_line(_SKIP)
         if where is None:
             return value
         for pin in self.pins:

@@ -1,0 +1,25 @@
+"""The job's own line behind a call: the innermost frame outside the libraries it goes
+through (torch, numpy, this project, ...). Used by the code injected into the job's
+processes to say which line of the job made a seeding, an in-place call or a load."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TORCH = os.sep + os.path.join("torch", "")
+NUMPY = os.path.join("numpy", "")
+DEEPSPEED = os.path.join("deepspeed", "")
+PROJECT = "triage_agent"
+
+
+def job_line(skip: tuple[str, ...], depth: int = 2) -> tuple[str, int] | None:
+    """(file, line) of the innermost frame, ``depth`` frames above the caller's caller, whose
+    file holds none of ``skip`` (and is not the standard ``random`` module)."""
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not any(s in name for s in skip) and not name.endswith(os.sep + "random.py"):
+            return name, f.f_lineno
+        f = f.f_back
+    return None
