@@ -29,9 +29,11 @@ browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
 # Tests run as in an activated environment: `python`, `triage` and `deepspeed` are the venv's.
+# One worker per core: most tests wait on launched jobs. Tests sharing a built-once fixture
+# run on one worker (tests/conftest.py), so the demo's baselines are launched once.
 test: setup browser ops
 	$(BIN)/ruff check .
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

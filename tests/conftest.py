@@ -62,7 +62,51 @@ def trainlib(tmp_path_factory):
     return toml, case, materialize_case(case)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    _one_worker_per_shared_fixture(items)
+    _skip_gpu_without_cuda(items)
+
+
+def _one_worker_per_shared_fixture(items) -> None:
+    """Under ``pytest -n N --dist loadgroup``: the tests that share a module- or session-scoped
+    fixture of this suite (the demo's baselines, a module's one launch read by several tests)
+    run on one worker, so the fixture is built once, not once per worker that draws one of them.
+
+    Found from the fixtures each test requests, so a new shared fixture needs no marker; tests
+    that share two such fixtures join both groups into one. Tests sharing none are spread
+    one by one. Without xdist the marker is inert.
+    """
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    shared: dict[int, list[str]] = {}
+    for i, item in enumerate(items):
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        keys = []
+        for name in info.names_closure:
+            for fdef in info.name2fixturedefs.get(name, ()):
+                # the suite's own fixtures only: pytest's built-in session fixtures
+                # (tmp_path_factory, ...) have an empty baseid
+                if fdef.scope in ("module", "package", "session") and fdef.baseid:
+                    keys.append(f"{fdef.baseid}::{name}")
+        if keys:
+            shared[i] = keys
+            for k in keys[1:]:
+                parent[find(k)] = find(keys[0])
+    for i, keys in shared.items():
+        group = find(keys[0]).rsplit("/", 1)[-1]
+        items[i].add_marker(pytest.mark.xdist_group(group))
+
+
+def _skip_gpu_without_cuda(items) -> None:
     try:
         import torch
 

@@ -73,7 +73,14 @@ from .metrics import diff_metrics, load_metrics
 from .policies import CALLABLE_RE, POLICIES, POLICY_HELP, FunctionPatch
 from .records import Case, EvidenceResult, RunSpec
 from .restore_state import PART_RE
-from .runs import LaunchChanges, Progress, RunOutcome, materialize, rerun_evidence
+from .runs import (
+    LaunchChanges,
+    Progress,
+    RunOutcome,
+    completed_despite_exit,
+    materialize,
+    rerun_evidence,
+)
 from .seed_pins import SITE_RE, SeedPin
 from .settings import SETTINGS, settable
 
@@ -987,6 +994,7 @@ def intervene(
         prepared = prepare(case, run, interventions, workspace=ws, source_dir=source_dir)
         base = materialize(other, ws, "baseline", timeout_s=case.timeout_s, progress=progress)
     out = launch(prepared, workspace=ws, timeout_s=limit, progress=progress)
+    base, out = completed_despite_exit(base, out), completed_despite_exit(out, base)
     m = compare_runs(case, base, out)
     result = _result(m, base.ok and out.ok, hyps)
     changed = [describe(iv) for iv in interventions]

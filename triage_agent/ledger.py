@@ -266,7 +266,14 @@ class Ledger:
         """Record a verdict; refuse one the evidence does not carry (``ledger_rules``)."""
 
         def decide(st: LedgerState) -> list[tuple[EventKind, Payload]]:
+            nonlocal verdict
             rules.check_verdict(st, verdict)
+            # a caveat recorded anywhere (an abnormal exit) travels with every verdict, the
+            # headless workflow's and an assistant's alike: none can leave it out
+            held = [n["text"] for n in st.notes if n.get("caveat")]
+            if held:
+                caveats = list(dict.fromkeys([*verdict.caveats, *held]))
+                verdict = verdict.model_copy(update={"caveats": caveats})
             return [("verdict", verdict)]
 
         self._transact(decide)
@@ -287,6 +294,10 @@ class Ledger:
 
     def note(self, text: str, **extra: Any) -> None:
         self.append("note", {"text": text, **extra})
+
+    def caveat(self, text: str, **extra: Any) -> None:
+        """A note every verdict recorded from now on carries (``Verdict.caveats``)."""
+        self.append("note", {"text": text, "caveat": True, **extra})
 
     def stage(self, stage: str, status: str, **extra: Any) -> None:
         self.append("stage", {"stage": stage, "status": status, **extra})

@@ -208,10 +208,13 @@ def to_markdown(state: LedgerState) -> str:
             f"- evidence chain: {', '.join(v.evidence) or 'none'}",
             f"- basis: {verdict_basis(state).text}",
             f"- next action: {_cell(action_text(v.next_action)) or 'n/a'}",
+            *(f"- **caveat**: {_cell(c)}" for c in v.caveats),
             "",
         ]
     else:
         out += ["No verdict recorded.", ""]
+        out += [f"- **caveat**: {_cell(c)}" for c in caveats_held(state)]
+        out += [""] if caveats_held(state) else []
     out += ["## Hypotheses", ""]
     rows = hypothesis_rows(state)
     if rows:
@@ -260,3 +263,8 @@ def to_markdown(state: LedgerState) -> str:
         out += ["## Notes", ""]
         out += [f"- {n['ts']}: {_cell(str(n.get('text', '')))}" for n in state.notes]
     return "\n".join(out) + "\n"
+
+
+def caveats_held(state: LedgerState) -> list[str]:
+    """The caveats the ledger holds (an abnormal exit), shown even where no verdict is."""
+    return [n["text"] for n in state.notes if n.get("caveat")]

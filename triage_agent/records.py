@@ -252,4 +252,9 @@ class Verdict(Record):
     location: str | None = Field(default=None, description="file:line and/or trace event")
     evidence: list[str] = Field(default_factory=list, description="the evidence chain, in order")
     next_action: str = ""
+    caveats: list[str] = Field(
+        default_factory=list,
+        description="what a reader must know beside the statement (a run that exited "
+        "abnormally after its last step): every caveat the ledger holds, added when recorded",
+    )
     created: str = Field(default_factory=utcnow)

@@ -20,6 +20,7 @@ from .evidence_data import MetricsData, TraceCompareData
 from .ledger import Ledger, LedgerState
 from .ledger_view import (
     action_text,
+    caveats_held,
     commands_text,
     discriminator_rows,
     to_markdown,
@@ -142,9 +143,12 @@ def render_html(state: LedgerState, plot: Path | None) -> str:
         basis = verdict_basis(state)
         if basis is not None:
             h.append(f"<li>basis: {esc(basis.text)}</li>")
-        h.append(f"<li>next action: {esc(action_text(v.next_action) or 'n/a')}</li></ul>")
+        h.append(f"<li>next action: {esc(action_text(v.next_action) or 'n/a')}</li>")
+        h += [f"<li class='caveat'>caveat: {esc(c)}</li>" for c in v.caveats]
+        h.append("</ul>")
     else:
         h.append("<p>No verdict recorded.</p>")
+        h += [f"<p class='caveat'>caveat: {esc(c)}</p>" for c in caveats_held(state)]
     h.append("</div>")
     mm = next((e for e in state.evidence if e.kind == EvidenceKind.metrics), None)
     if mm is not None:

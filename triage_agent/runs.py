@@ -118,6 +118,28 @@ class LaunchChanges(BaseModel):
 STATE_RECORDS = "state/records"  # under a run's directory: the state a launch captured
 
 
+class AbnormalExit(BaseModel):
+    """How a launch ended that wrote every step, on every rank, that a completed run of the same
+    case wrote, and then did not exit 0 (a rank aborting in its communicator's teardown, a
+    crash in a final save). Its metrics are whole and compared as usual; the exit is reported
+    with the verdict, never retried."""
+
+    command: int = Field(description="which command of the run, from 1")
+    exit_status: int
+    signal: str | None = Field(default=None, description="SIGABRT, ... when the exit names one")
+    stderr_tail: list[str] = Field(default_factory=list, description="its last lines of stderr")
+    log: str | None = None
+    reference: str = Field(description="the completed run whose steps it wrote every one of")
+
+    def said(self, run: str) -> str:
+        how = f"exit status {self.exit_status}" + (f", {self.signal}" if self.signal else "")
+        last = f"; stderr ends: {self.stderr_tail[-1]!r}" if self.stderr_tail else ""
+        return (
+            f"run {run} wrote every step run {self.reference} wrote, on every rank, then its "
+            f"command {self.command} exited abnormally ({how}){last}"
+        )
+
+
 class RunOutcome(BaseModel):
     run: str
     label: str
@@ -162,10 +184,102 @@ class RunOutcome(BaseModel):
         description="K when the launch also captured the state after initialisation and around "
         f"step K (records in {STATE_RECORDS}/); None when it captured none",
     )
+    timed_out: bool = False
+    abnormal_exit: AbnormalExit | None = Field(
+        default=None,
+        description="set when the run completed (every step written) and then exited abnormally",
+    )
 
     @property
     def ok(self) -> bool:
-        return self.error is None and bool(self.exit_codes) and all(c == 0 for c in self.exit_codes)
+        """Completed: every command exited 0, or the run wrote every step and then exited
+        abnormally (``abnormal_exit``)."""
+        return (
+            self.error is None
+            and bool(self.exit_codes)
+            and (self.abnormal_exit is not None or all(c == 0 for c in self.exit_codes))
+        )
+
+
+_SIGNAL_IN_LOG = re.compile(
+    r"\b(SIG(?:ABRT|SEGV|BUS|FPE|ILL|KILL|TERM|INT|PIPE))\b|return code = -(\d+)"
+)
+
+
+def _signal_of(status: int, tail: list[str]) -> str | None:
+    import signal as signals
+
+    def name(n: int) -> str | None:
+        try:
+            return signals.Signals(n).name
+        except ValueError:
+            return None
+
+    if status < 0:
+        return name(-status)
+    if status > 128:
+        return name(status - 128)
+    # a launcher (deepspeed, torchrun) exits 1 and says which signal ended a rank
+    for line in reversed(tail):
+        if m := _SIGNAL_IN_LOG.search(line):
+            return m.group(1) or name(int(m.group(2)))
+    return None
+
+
+def completed_despite_exit(out: RunOutcome, reference: RunOutcome) -> RunOutcome:
+    """``out`` recorded as completed with an abnormal exit when only its last command failed,
+    by its exit status (no timeout), after every rank of ``reference`` (a completed run of
+    the same case) had its every step written by ``out`` too; else ``out`` as it is.
+
+    A user's job can finish its last step and die in teardown (gloo aborting after
+    ``destroy_process_group``): its metrics are whole, and calling it a failed run would send
+    the triage after a crash that is not the question. Anything less than every step is a
+    failed run, as before.
+    """
+    from .metrics import load_metrics
+
+    if out.ok or not reference.ok or out.timed_out or out.metrics is None:
+        return out
+    codes = out.exit_codes
+    if len(codes) != len(out.argv) or codes[-1] == 0 or any(c != 0 for c in codes[:-1]):
+        return out
+    try:
+        got, want = load_metrics(out.metrics), load_metrics(reference.metrics or "")
+    except InputError:
+        return out
+    for rank, rm in want.ranks.items():
+        if rank not in got.ranks or not set(rm.steps) <= set(got.ranks[rank].steps):
+            return out
+    if not want.ranks:
+        return out
+    err_log = out.logs[-1] if out.logs else None
+    stderr = next((p for p in reversed(out.logs) if p.endswith("stderr.log")), err_log)
+    tail = _tail(stderr)
+    done = out.model_copy(
+        update={
+            "error": None,
+            "abnormal_exit": AbnormalExit(
+                command=len(codes),
+                exit_status=codes[-1],
+                signal=_signal_of(codes[-1], tail),
+                stderr_tail=tail,
+                log=stderr,
+                reference=reference.run,
+            ),
+        }
+    )
+    record = Path(done.out_dir) / OUTCOME_NAME
+    tmp = record.with_name(f".{OUTCOME_NAME}.tmp")
+    tmp.write_text(done.model_dump_json(indent=2))
+    os.replace(tmp, record)
+    return done
+
+
+def _tail(log: str | None, lines: int = 20) -> list[str]:
+    if not log or not Path(log).is_file():
+        return []
+    kept = [ln.rstrip() for ln in Path(log).read_text(errors="replace").splitlines() if ln.strip()]
+    return [ln[:300] for ln in kept[-lines:]]
 
 
 class RerunRecord(BaseModel):
@@ -631,6 +745,7 @@ def materialize(
         segments.append(seg)
         where = f"run {run.name!r} command {k + 1}/{len(argvs)}"
         if res.timed_out or res.exit_code is None:
+            outcome.timed_out = True
             outcome.error = f"{where} ran past {timeout_s:g}s; its process group was ended (log: {res.stderr_log})"
             break
         if res.exit_code != 0:
@@ -687,10 +802,11 @@ def materialize_both(
         fa = pool.submit(materialize, case.run_a, workspace, label, **kw)
         fb = pool.submit(materialize, case.run_b, workspace, label, **kw)
         try:
-            return fa.result(), fb.result()
+            a, b = fa.result(), fb.result()
         except BaseException:
             end_side_by_side(pool)
             raise
+    return completed_despite_exit(a, b), completed_despite_exit(b, a)
 
 
 def materialize_case(

@@ -127,6 +127,10 @@ def run(
         console.print("[yellow]no divergence in what both runs hold, but they are incomplete[/]")
     elif result.verdict is None:
         console.print("[green]no divergence to explain[/]")
+    if result.verdict is None:
+        for n in ledger.state().notes:
+            if n.get("caveat"):
+                console.print(f"[yellow]caveat:[/] {escape(n['text'])}")
     else:
         v = result.verdict
         t = Table(show_header=False, title=f"verdict after {result.seconds:.0f} s")
@@ -138,6 +142,8 @@ def run(
         if basis is not None:
             t.add_row("basis", basis.text)
         t.add_row("next action", action_text(v.next_action) or "-")
+        for caveat in v.caveats:
+            t.add_row("[yellow]caveat[/]", escape(caveat))
         console.print(t)
     if result.stages:
         console.print(_stage_table(result.stages))

@@ -150,6 +150,12 @@ def baselines(case: Case, ledger: Ledger, status: Status) -> tuple[Path | None, 
                 argv=[" ".join(a) for a in o.argv],
                 out_dir=o.out_dir,
             )
+    held = {n["text"] for n in ledger.state().notes if n.get("caveat")}
+    for o in outs:
+        if o.abnormal_exit is not None:
+            said = f"{o.abnormal_exit.said(o.run)}; its metrics are compared as usual"
+            if said not in held:
+                ledger.caveat(said, abnormal_exit=o.abnormal_exit.model_dump(mode="json"))
     one = failed_baseline(outs)
     if one is not None:
         raise OneRunFailed(report_failure(ledger, *one), one)
@@ -212,8 +218,12 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
     status("confirm", "reading metric fingerprints")
     rep = _confirm(case, ledger, given, ma, mb)
     if rep.step is None:
+        caveats = [n["text"] for n in ledger.state().notes if n.get("caveat")]
         return WorkflowResult(
-            mismatch=rep, verdict=None, seconds=time.monotonic() - t0, notes=[rep.message]
+            mismatch=rep,
+            verdict=None,
+            seconds=time.monotonic() - t0,
+            notes=[rep.message, *caveats],
         )
     case = case.model_copy(update={"mismatch_step": rep.step})
     outs = materialize_case(case, Path(ledger.workspace)) if _relaunchable(case) and ma else None
