@@ -1,0 +1,23 @@
+"""The job's checkpoints: one file holding the model, the optimizer and the step the
+checkpoint was taken after."""
+
+import torch
+import torch.nn as nn
+
+
+def save(path: str, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}, path)
+
+
+def restore(path: str, model: nn.Module, opt: torch.optim.Optimizer) -> int:
+    """Bring the model and the optimizer back; the step the checkpoint was taken after.
+
+    The output head takes the checkpoint's rows for the model's vocabulary, so that a
+    checkpoint written with a longer (padded) vocabulary resumes as well."""
+    state = torch.load(path)
+    weights = dict(state["model"])
+    head = weights.pop("head.weight")
+    model.load_state_dict(weights, strict=False)
+    model.head.weight = nn.Parameter(head[: model.head.out_features].clone())
+    opt.load_state_dict(state["optimizer"])
+    return int(state["step"])
