@@ -29,7 +29,8 @@ from triage_agent.ledger_view import (
 from triage_agent.policies import POLICIES, POLICY_HELP, check
 from triage_agent.records import Case, Evidence, EvidenceResult, Verdict
 from triage_agent.workflow.characterize import MismatchReport
-from triage_agent.workflow.engine import NextMoves, RunOptions
+from triage_agent.workflow.engine import NextMoves
+from triage_agent.workflow.options import RunOptions
 from triage_agent.workflow.timing import StageTime
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text

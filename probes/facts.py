@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from tree_sitter import Node
 
-from .engine import Func, Unit
+from .unit import Func, Unit
 
 COLLECTIVES = frozenset(
     {

@@ -20,14 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field
 # the one category enum lives on the ground floor, shared with findings and hypotheses
 from triage_agent.records import Category as Category
 
+from .unit import Lang, Unit
+
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-    from .engine import Unit
-
 
 Severity = Literal["low", "medium", "high"]
-Lang = Literal["python", "cpp"]
 
 
 def template_names(directory: Path) -> frozenset[str]:

@@ -19,8 +19,7 @@ from pathlib import Path
 from triage_agent.errors import InputError
 from triage_agent.paths import split_rev_range
 
-from .engine import lang_for
-from .model import Lang
+from .unit import Lang, lang_for
 
 DEFAULT_EXCLUDES = [
     "**/tests/**",

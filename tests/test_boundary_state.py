@@ -11,7 +11,8 @@ from test_workflow_support import resume_case, resume_job
 
 from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.workflow.engine import run_workflow
+from triage_agent.workflow.options import RunOptions
 
 SHARDS = """import torch
 

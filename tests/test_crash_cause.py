@@ -7,7 +7,8 @@ from __future__ import annotations
 from test_workflow_support import mode_job, mode_verdict
 
 from triage_agent.records import EvidenceKind
-from triage_agent.workflow.crash import Failure, made_here
+from triage_agent.workflow.crash import made_here
+from triage_agent.workflow.failure import Failure
 
 REDUCE = """import torch
 

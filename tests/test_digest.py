@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from triage_agent.fingerprint import digest as dg
+from triage_agent.fingerprint import digest_words as dw
 from triage_agent.fingerprint.digest import digest_now, readback, stage
 
 
@@ -14,16 +15,16 @@ def _py_order(t: torch.Tensor) -> str:
     la = lb = 0
     for i in range(len(raw) // 4):
         w = raw[4 * i] | raw[4 * i + 1] << 8 | raw[4 * i + 2] << 16 | raw[4 * i + 3] << 24
-        x = w ^ ((i * dg._KA + (i >> 32)) & m)
+        x = w ^ ((i * dw.KA + (i >> 32)) & m)
         x ^= x >> 16
-        x = x * dg._MUL & m
+        x = x * dw.MUL & m
         x ^= x >> 13
-        x = x * dg._MUL2 & m
+        x = x * dw.MUL2 & m
         x ^= x >> 16
-        y = (w + ((i * dg._KB + (i >> 32)) & m)) * dg._MUL3 & m
+        y = (w + ((i * dw.KB + (i >> 32)) & m)) * dw.MUL3 & m
         y ^= y >> 15
         la, lb = (la + x) & m, (lb + y) & m
-    return f"{((la << 32) | lb) ^ dg.length_key(nbytes):016x}"
+    return f"{((la << 32) | lb) ^ dw.length_key(nbytes):016x}"
 
 
 @pytest.mark.parametrize(
@@ -65,7 +66,7 @@ def test_digest_order_catches_adjacent_swap_xor_does_not():
 def test_digest_chunking_does_not_change_value(monkeypatch):
     t = torch.randn(1001)
     want = digest_now(t, "order")
-    monkeypatch.setattr(dg, "_CHUNK", 7)
+    monkeypatch.setattr(dw, "CHUNK", 7)
     assert digest_now(t, "order") == want
 
 

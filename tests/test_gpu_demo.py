@@ -6,7 +6,8 @@ from reproducers.demo_gpu.case import write_gpu_case
 from triage_agent.config import load_case
 from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind, EvidenceResult
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.workflow.engine import run_workflow
+from triage_agent.workflow.options import RunOptions
 
 
 @pytest.mark.gpu

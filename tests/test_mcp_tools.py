@@ -433,7 +433,7 @@ def test_mcp_inputs_take_their_defaults_and_descriptions_from_the_library_models
     from mcp_server.workflow_tools import RunWorkflowIn
     from probes.scan import ScanRequest
     from triage_agent.compare.distributed import Executor
-    from triage_agent.workflow.engine import RunOptions
+    from triage_agent.workflow.options import RunOptions
 
     for tool, lib, names in (
         (RunWorkflowIn, RunOptions, list(RunOptions.model_fields)),

@@ -21,7 +21,7 @@ PRODUCT = """
 import json, os, sys
 from reproducers.launcher import EnvPolicy
 from triage_agent.fingerprint.native import loader
-from triage_agent.jit_ops import extensions_root
+from triage_agent.extensions_dir import extensions_root
 from triage_agent.process import run_process
 
 out = sys.argv[1]
@@ -79,9 +79,8 @@ def test_an_empty_value_counts_as_unset(tmp_path):
 
 
 TAG = (
-    "import json; from triage_agent import jit_ops; "
-    "print(json.dumps([jit_ops.environment_tag(), jit_ops.environment_identity(), "
-    "jit_ops.ninja_on_path()]))"
+    "import json; from triage_agent import extensions_dir as d; "
+    "print(json.dumps([d.environment_tag(), d.environment_identity(), d.ninja_on_path()]))"
 )
 
 

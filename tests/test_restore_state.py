@@ -17,9 +17,9 @@ from test_workflow_support import resume_case, triage
 
 from triage_agent.errors import InputError
 from triage_agent.interventions import parse_intervention, to_text
+from triage_agent.job_objects import by_param
 from triage_agent.ledger_view import verdict_basis
 from triage_agent.records import EvidenceResult
-from triage_agent.restore_state import by_param
 
 TEACHER = """import copy
 import sys

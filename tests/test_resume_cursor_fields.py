@@ -10,9 +10,10 @@ from pathlib import Path
 
 from test_workflow_support import resume_case, resume_job
 
-from triage_agent.boundary_capture import unsaved_attrs
+from triage_agent.job_objects import unsaved_attrs
 from triage_agent.ledger import Ledger
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.workflow.engine import run_workflow
+from triage_agent.workflow.options import RunOptions
 
 READER = '''"""Rows of a fixed table, read in order."""
 

@@ -12,7 +12,8 @@ from triage_agent.ledger import Ledger
 from triage_agent.metrics import MetricDiff
 from triage_agent.records import Case, Classification, RunSpec
 from triage_agent.workflow.characterize import MismatchReport
-from triage_agent.workflow.engine import RunOptions, decide
+from triage_agent.workflow.engine import decide
+from triage_agent.workflow.options import RunOptions
 
 
 def test_a_reproducer_alone_with_nothing_in_the_runs_behind_it_is_no_verdict(tmp_path):

@@ -15,7 +15,8 @@ from test_cli_support import ctrl_c_reaches
 from triage_agent.config import load_case
 from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind, EvidenceResult
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.workflow.engine import run_workflow
+from triage_agent.workflow.options import RunOptions
 
 TRIAGE = [sys.executable, "-m", "triage_agent.cli.app"]
 

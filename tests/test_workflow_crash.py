@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, EvidenceKind, RunSpec
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.workflow.engine import run_workflow
+from triage_agent.workflow.options import RunOptions
 
 NORMS = """import torch
 

@@ -20,7 +20,8 @@ from triage_agent.records import (
     HypothesisStatus,
     RunSpec,
 )
-from triage_agent.workflow.engine import RunOptions, _candidates, run_workflow
+from triage_agent.workflow.engine import _candidates, run_workflow
+from triage_agent.workflow.options import RunOptions
 from triage_agent.workflow.stage2 import Stage2Result, widen_sentences
 
 

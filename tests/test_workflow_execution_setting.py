@@ -23,8 +23,9 @@ from triage_agent.records import (
     HypothesisStatus,
 )
 from triage_agent.workflow.characterize import characterize
-from triage_agent.workflow.engine import RunOptions, _candidates, baselines, decide
+from triage_agent.workflow.engine import _candidates, baselines, decide
 from triage_agent.workflow.fixcheck import validate_fix
+from triage_agent.workflow.options import RunOptions
 from triage_agent.workflow.stage2 import Stage2Result
 
 # Slot pooling whose kernel the job picks by the deterministic-algorithms switch, as

@@ -22,8 +22,9 @@ from triage_agent.ledger_view import verdict_basis
 from triage_agent.records import EvidenceKind, EvidenceResult, HypothesisStatus
 from triage_agent.workflow.boundary_state import BoundaryState
 from triage_agent.workflow.chooser import rank
-from triage_agent.workflow.engine import RunOptions, suggest_next
+from triage_agent.workflow.engine import suggest_next
 from triage_agent.workflow.moves import Move
+from triage_agent.workflow.options import RunOptions
 
 PEEK = '''"""A look at how the model does on a few inputs."""
 

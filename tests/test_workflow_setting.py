@@ -9,7 +9,8 @@ from pathlib import Path
 
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, RunSpec
-from triage_agent.workflow.engine import RunOptions, run_workflow
+from triage_agent.workflow.engine import run_workflow
+from triage_agent.workflow.options import RunOptions
 from triage_agent.workflow.setting_effect import is_arithmetic, state_write_behind
 
 # An RMS-normalised MLP: --rms-form says how the root mean square is formed (the root of a

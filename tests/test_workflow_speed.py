@@ -121,7 +121,8 @@ def test_workers_reach_the_serial_verdict_and_evidence_and_stage_times_are_kept(
 
 def test_the_workflow_result_carries_the_stage_times(tmp_path):
     from triage_agent.config import load_case
-    from triage_agent.workflow.engine import RunOptions, run_workflow
+    from triage_agent.workflow.engine import run_workflow
+    from triage_agent.workflow.options import RunOptions
 
     case = load_case(_case(tmp_path / "c"))
     ledger = Ledger(case.workspace)

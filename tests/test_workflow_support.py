@@ -8,7 +8,8 @@ from pathlib import Path
 from triage_agent.compare.result import Candidate, EventRef
 from triage_agent.ledger import Ledger, LedgerState
 from triage_agent.records import Case, RunSpec, Verdict
-from triage_agent.workflow.engine import RunOptions, WorkflowResult, run_workflow
+from triage_agent.workflow.engine import WorkflowResult, run_workflow
+from triage_agent.workflow.options import RunOptions
 
 
 def linear_train(steps: int, nudge: str) -> str:

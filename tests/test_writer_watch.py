@@ -8,7 +8,7 @@ from __future__ import annotations
 from test_workflow_support import mode_job, mode_verdict
 
 from triage_agent.records import EvidenceKind
-from triage_agent.workflow.crash import Failure
+from triage_agent.workflow.failure import Failure
 from triage_agent.workflow.write_recorder import Frame, WatchTarget, WriteRecord
 from triage_agent.workflow.writer_watch import implicated, module_of, origin_frame
 

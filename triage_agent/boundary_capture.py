@@ -28,7 +28,6 @@ it, and its records spare the state relaunch).
 from __future__ import annotations
 
 import functools
-import gc
 import importlib.abc
 import importlib.machinery
 import inspect
@@ -41,8 +40,19 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from .job_objects import (
+    PLAIN,
+    by_param,
+    cursor_state,
+    data_cursors,
+    live_objects,
+    own_class,
+    root_modules,
+    saved_keys,
+    unsaved_attrs,
+)
+
 STATE_ENV = "TRIAGE_STATE_CAPTURE"
-_PLAIN = (str, int, float, bool, type(None))
 _C = TypeVar("_C", bound=BaseModel)
 
 
@@ -96,80 +106,7 @@ def startup_config(env: str, model: type[_C], what: str) -> _C | None:
         os._exit(2)
 
 
-def _plain(v: Any, depth: int = 0) -> bool:
-    if depth > 4:
-        return False
-    if isinstance(v, _PLAIN):
-        return True
-    if isinstance(v, dict):
-        return all(isinstance(k, str) and _plain(x, depth + 1) for k, x in v.items())
-    if isinstance(v, list | tuple):
-        return len(v) <= 64 and all(_plain(x, depth + 1) for x in v)
-    return False
-
-
-def _qual(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _own_class(cls: type) -> bool:
-    """A class of the job (or a library it brings), not of torch or DeepSpeed themselves."""
-    mod = cls.__dict__.get("__module__")
-    return isinstance(mod, str) and mod.split(".")[0] not in _FRAMEWORKS
-
-
-_FRAMEWORKS = ("torch", "deepspeed", "triage_agent", "builtins")
-
-
-def _objects(*classes: type) -> list[Any]:
-    """The live objects of these classes. By ``type()``: ``isinstance`` would call
-    ``__class__`` on proxies and lazy modules, which may warn or import."""
-    return [o for o in gc.get_objects() if issubclass(type(o), classes)]
-
-
-def _cursors() -> dict[str, Any]:
-    """Every data cursor of the process, by a name both runs give it alike."""
-    import torch
-
-    found: dict[str, list[Any]] = {}
-    loader_iter = torch.utils.data.dataloader._BaseDataLoaderIter
-    for o in gc.get_objects():
-        cls = type(o)
-        if issubclass(cls, loader_iter):
-            found.setdefault("torch.utils.data:DataLoader", []).append(o)
-        elif (
-            _own_class(cls)
-            and callable(getattr(cls, "state_dict", None))
-            and callable(getattr(cls, "load_state_dict", None))
-            and not issubclass(cls, torch.nn.Module | torch.optim.Optimizer | type)
-        ):
-            found.setdefault(_qual(cls), []).append(o)
-    out: dict[str, Any] = {}
-    for name, objs in sorted(found.items()):
-        for k, o in enumerate(objs):
-            key = name if len(objs) == 1 else f"{name}#{k}"
-            out[key] = o
-    return out
-
-
 UNSAVED = "{name}.unsaved"
-
-
-def unsaved_attrs(o: Any, saved: Any) -> dict[str, Any]:
-    """A job cursor's plain attributes that its ``state_dict`` leaves out: what a checkpoint
-    of it loses, whether or not it matters. The key ``state_dict_at`` says where that
-    ``state_dict`` is defined."""
-    keys = set(saved) if isinstance(saved, dict) else set()
-    out = {
-        a: v
-        for a, v in sorted(getattr(o, "__dict__", {}).items())
-        if a not in keys and not a.startswith("__") and _plain(v)
-    }
-    if out:
-        fn = getattr(type(o).state_dict, "__code__", None)
-        if fn is not None:
-            out["state_dict_at"] = f"{fn.co_filename}:{fn.co_firstlineno}"
-    return out
 
 
 def cursor_states(cursors: dict[str, Any]) -> dict[str, Any]:
@@ -181,46 +118,12 @@ def cursor_states(cursors: dict[str, Any]) -> dict[str, Any]:
         state = cursor_state(o)
         if state is not None:
             out[name] = state
-        if not _own_class(type(o)):
+        if not own_class(type(o)):
             continue
-        keys = state if state is not None else _saved_keys(o)
+        keys = state if state is not None else saved_keys(o)
         if keys is not None and (left := unsaved_attrs(o, keys)):
             out[UNSAVED.format(name=name)] = left
     return out
-
-
-def _saved_keys(o: Any) -> dict[str, None] | None:
-    try:
-        saved = o.state_dict()
-    except Exception:  # noqa: BLE001 - a job's own state_dict; a failure means nothing to say
-        return None
-    return dict.fromkeys(saved) if isinstance(saved, dict) else None
-
-
-def cursor_state(o: Any) -> Any:
-    """A cursor's position as plain values, or None when it has none that is plain."""
-    import torch
-
-    if isinstance(o, torch.utils.data.dataloader._BaseDataLoaderIter):
-        state: dict[str, Any] = {"batches_yielded": o._num_yielded}
-        sampler = getattr(o, "_index_sampler", None)
-        sampler = getattr(sampler, "sampler", sampler)
-        if isinstance(getattr(sampler, "epoch", None), int):
-            state["sampler_epoch"] = sampler.epoch
-        return state
-    try:
-        state = o.state_dict()
-    except Exception:  # noqa: BLE001 - a job's own state_dict; a failure means no cursor
-        return None
-    return state if _plain(state) else None
-
-
-def _roots() -> list[Any]:
-    import torch
-
-    mods = _objects(torch.nn.Module)
-    inner = {id(c) for m in mods for c in m.children()}
-    return [m for m in mods if id(m) not in inner]
 
 
 UNTOUCHED = "untouched since the process started"
@@ -234,7 +137,7 @@ def state_now(
 
     from .manifest import build_manifest, tensor_entry
 
-    roots = sorted(_roots(), key=lambda m: -sum(p.numel() for p in m.parameters()))
+    roots = sorted(root_modules(), key=lambda m: -sum(p.numel() for p in m.parameters()))
     engine = next(
         (m for m in roots if type(m).__name__ in ("DeepSpeedEngine", "PipelineEngine")), None
     )
@@ -252,20 +155,18 @@ def state_now(
         for k, extra in enumerate(roots[1:4], start=1):
             if any(True for _ in extra.parameters()):
                 state[f"model{k}"] = extra.state_dict()
-        opts = _objects(torch.optim.Optimizer)
+        opts = live_objects(torch.optim.Optimizer)
         for k, o in enumerate(opts):
             state["optimizer" if len(opts) == 1 else f"optimizer{k}"] = o.state_dict()
         if opts and roots:
-            from .restore_state import by_param
-
             # by the parameter's name: an optimizer rebuilt over the parameters in another
             # order keeps its state_dict's bytes and attaches them to other tensors
             state["optimizer_by_param"] = by_param(roots, opts)
-        scheds = _objects(torch.optim.lr_scheduler.LRScheduler)
+        scheds = live_objects(torch.optim.lr_scheduler.LRScheduler)
         for k, o in enumerate(scheds):
             state["scheduler" if len(scheds) == 1 else f"scheduler{k}"] = o.state_dict()
         m = build_manifest(state, label=label)
-    m.data_cursor = cursor_states(_cursors()) or None
+    m.data_cursor = cursor_states(data_cursors()) or None
     from .settings import read_settings
 
     m.settings = read_settings()
@@ -358,7 +259,7 @@ def _written(attr: str, value: Any, frame: Any) -> Any:
     entry, up = frame, frame.f_back
     while up is not None and up.f_globals.get("__name__") == mod:
         entry, up = up, up.f_back
-    shown = repr(value)[:200] if isinstance(value, _PLAIN) else type(value).__name__
+    shown = repr(value)[:200] if isinstance(value, PLAIN) else type(value).__name__
     return AttrWrite(
         obj="",
         attr=attr,
@@ -501,8 +402,8 @@ class _Capture:
         the job can seed it."""
         import random
 
+        from .import_hooks import on_import
         from .manifest import _sha
-        from .policies import on_import
 
         self.rng_start["python"] = _sha(random.getstate())
         self.watch_seeds(random, ("seed", "setstate"), "random")
@@ -582,8 +483,8 @@ class _Capture:
         self.after = True
         self.opened = self.watch.seq
         try:
-            for o in _cursors().values():
-                if _own_class(type(o)):
+            for o in data_cursors().values():
+                if own_class(type(o)):
                     self.watch.watch_class(type(o))
         except Exception as exc:  # noqa: BLE001 - as in write
             sys.stderr.write(f"triage state capture: cursors not watched: {exc!r}"[:300] + "\n")
@@ -607,7 +508,7 @@ class _Capture:
                     return None
         if self.after:
             self.watch.on = False
-            names = {id(o): name for name, o in _cursors().items()}
+            names = {id(o): name for name, o in data_cursors().items()}
             writes = self.watch.since(self.opened, names, self.resumed)
             self.write(f"step-{self.cfg.after_step + 1}", args, writes)
             self.finish()

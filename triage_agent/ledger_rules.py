@@ -15,20 +15,39 @@ caller, the CLI, the workflow and the MCP tools alike, goes through them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from .errors import InputError, LedgerError
 from .records import (
     EXECUTION_KINDS,
     Case,
     Evidence,
+    Finding,
     Hypothesis,
     HypothesisStatus,
     Verdict,
 )
 
-if TYPE_CHECKING:
-    from .ledger import LedgerState
+
+class FoldedState(Protocol):
+    """What the rules read of the ledger's folded state (``ledger.LedgerState`` is one):
+    the ledger hands its state in, so the rules need nothing of the ledger itself."""
+
+    @property
+    def case(self) -> Case | None: ...
+
+    @property
+    def findings(self) -> Mapping[str, Finding]: ...
+
+    @property
+    def hypotheses(self) -> Mapping[str, Hypothesis]: ...
+
+    @property
+    def evidence(self) -> Sequence[Evidence]: ...
+
+    def evidence_for(self, hypothesis_id: str) -> list[Evidence]: ...
+
 
 _EXECUTION_NAMES = "reproducer, replay, byte compare, trace, manifest or rerun"
 
@@ -37,14 +56,14 @@ def _supports(ev: Evidence, hyp_id: str, result: str) -> bool:
     return ev.kind in EXECUTION_KINDS and hyp_id in ev.hypotheses and ev.result.value == result
 
 
-def check_findings(st: LedgerState, hyp: Hypothesis) -> None:
+def check_findings(st: FoldedState, hyp: Hypothesis) -> None:
     missing = [f for f in hyp.findings if f not in st.findings]
     if missing:
         raise InputError(f"unknown finding id(s): {', '.join(missing[:10])}")
 
 
 def check_status(
-    st: LedgerState, hyp_id: str, status: HypothesisStatus, cited: list[str] | None
+    st: FoldedState, hyp_id: str, status: HypothesisStatus, cited: list[str] | None
 ) -> None:
     """``supported``/``refuted`` need execution evidence about ``hyp_id`` saying so.
 
@@ -69,7 +88,7 @@ def check_status(
         )
 
 
-def check_verdict(st: LedgerState, verdict: Verdict) -> None:
+def check_verdict(st: FoldedState, verdict: Verdict) -> None:
     """Refuse a verdict the evidence does not carry.
 
     A static finding, a refuted reproducer or an inconclusive trace never carries one."""
@@ -102,7 +121,7 @@ def check_verdict(st: LedgerState, verdict: Verdict) -> None:
         )
 
 
-def case_is_new(st: LedgerState, case: Case, where: str) -> bool:
+def case_is_new(st: FoldedState, case: Case, where: str) -> bool:
     """Whether ``case`` must be appended; a different case in the same ledger is refused."""
     old = st.case
     if old == case:

@@ -15,7 +15,7 @@ Policies:
   loaded into the schedulers of a process that opens its log with ``resumed_from=K``: for a
   job with its own checkpoint code whose resume leaves the schedule where a fresh one starts.
 - ``restore-cursors``: the same for the plain attributes that the ``state_dict`` of each of the
-  job's data cursors leaves out (:func:`triage_agent.boundary_capture.unsaved_attrs`).
+  job's data cursors leaves out (:func:`triage_agent.job_objects.unsaved_attrs`).
 - ``deterministic``: ``torch.use_deterministic_algorithms(True)``, cuDNN deterministic and
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
   A job with its own checkpoint code is reached through the steps it reports: the streams
@@ -59,6 +59,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from .errors import InputError
+from .import_hooks import on_import
+from .job_objects import cursor_state, data_cursors, own_class, saved_keys, unsaved_attrs
 from .seed_pins import SeedPin
 
 RNG_FILE = "triage_rng_rank{rank}.pt"
@@ -193,13 +195,11 @@ def _schedulers_restore(states: list[Any]) -> None:
 
 
 def _unsaved_now() -> dict[str, dict[str, Any]]:
-    from .boundary_capture import _cursors, _own_class, _saved_keys, cursor_state, unsaved_attrs
-
     out = {}
-    for name, o in _cursors().items():
+    for name, o in data_cursors().items():
         state = cursor_state(o)
-        keys = state if state is not None else _saved_keys(o)
-        if _own_class(type(o)) and (left := unsaved_attrs(o, keys)):
+        keys = state if state is not None else saved_keys(o)
+        if own_class(type(o)) and (left := unsaved_attrs(o, keys)):
             out[name] = left
     return out
 
@@ -215,9 +215,7 @@ def _unsaved_said(snap: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _unsaved_restore(snap: dict[str, dict[str, Any]]) -> None:
-    from .boundary_capture import _cursors
-
-    live = _cursors()
+    live = data_cursors()
     for name, attrs in snap.items():
         if name in live:
             for attr, value in attrs.items():
@@ -561,73 +559,6 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
             new = classmethod(patched)
     setattr(owner, attr, new)
     _report(report, patch, "patched")
-
-
-_RESOLVING: set[str] = set()  # module names a watcher is resolving through the other finders
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Runs callbacks on a module right after it executes, on its first import, before any
-    importer sees its names. One finder serves the function patches and the tracer alike."""
-
-    def __init__(self, pending: dict[str, list[Callable[[Any], None]]]):
-        self.pending = pending
-
-    def find_spec(self, name, path, target=None):  # noqa: ANN001 - the finder protocol
-        if name not in self.pending or name in _RESOLVING:
-            # another watcher of the same module is asking the finders: answer as they would
-            # (two watchers asking each other would never end)
-            return None
-        others = [f for f in sys.meta_path if f is not self and hasattr(f, "find_spec")]
-        _RESOLVING.add(name)
-        try:
-            spec = next(
-                (s for f in others if (s := f.find_spec(name, path, target)) is not None), None
-            )
-        finally:
-            _RESOLVING.discard(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        callbacks = self.pending.pop(name)
-        for f in others:  # every other watcher of this module runs its callbacks too
-            if isinstance(f, _PatchOnImport) and name in f.pending:
-                callbacks += f.pending.pop(name)
-        if isinstance(spec.loader, type):
-            # the builtin and frozen importers are classes shared by every such module
-            spec.loader = _ThenRun(spec.loader, callbacks)
-            return spec
-        run_module = spec.loader.exec_module
-
-        def exec_module(module):  # noqa: ANN001, ANN202
-            run_module(module)
-            for callback in callbacks:
-                callback(module)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
-class _ThenRun(importlib.abc.Loader):
-    def __init__(self, loader: Any, callbacks: list[Callable[[Any], None]]):
-        self.loader, self.callbacks = loader, callbacks
-
-    def create_module(self, spec):  # noqa: ANN001, ANN201
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):  # noqa: ANN001, ANN201
-        self.loader.exec_module(module)
-        for callback in self.callbacks:
-            callback(module)
-
-
-def on_import(pending: dict[str, list[Callable[[Any], None]]]) -> importlib.abc.MetaPathFinder:
-    """Run ``pending[name]``'s callbacks on module ``name`` right after its first import.
-
-    Returns the finder, first on ``sys.meta_path``; remove it from there to stop watching.
-    """
-    finder = _PatchOnImport(pending)
-    sys.meta_path.insert(0, finder)
-    return finder
 
 
 def apply_patches(spec: PatchFile) -> None:

@@ -20,7 +20,7 @@ so they all behave the same way:
 - stdout and stderr go to files, each capped in size (the rest is drained, not kept);
 - where the user has not set ``TORCH_EXTENSIONS_DIR``, importing this module sets it in this
   process's environment to this environment's own C++ extension build directory
-  (:func:`triage_agent.jit_ops.use_environment_default`), so every environment a caller
+  (:func:`triage_agent.extensions_dir.use_environment_default`), so every environment a caller
   builds from ``os.environ`` carries it and every launch finds the ops ``triage ops build``
   built. It says where builds are cached, never what a job computes;
 - what dead jobs left that would hang this one (a C++ build lock no process holds, DeepSpeed
@@ -53,7 +53,8 @@ from typing import BinaryIO
 from pydantic import BaseModel, Field
 
 from .errors import InputError
-from .jit_ops import clear_stale_locks, lock_notes, use_environment_default
+from .extensions_dir import use_environment_default
+from .jit_ops import clear_stale_locks, lock_notes
 from .process_guard import KILL_GRACE_S, MARKER_ENV, PROC, end_all, marker_of, start_time
 from .records import utcnow
 from .shm_buffers import buffer_note, clear_dead_buffers

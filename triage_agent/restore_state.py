@@ -25,33 +25,14 @@ import os
 import sys
 from typing import Any
 
+from .import_hooks import on_import
 from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+from .job_objects import by_param, live_objects, param_names, root_modules
 
 PART_RE = r"^(model[1-9]|optimizer)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
-
-
-def param_names(roots: list[Any]) -> dict[int, str]:
-    """id(parameter) -> its name: ``model``'s own names, ``modelK.``-prefixed for the others."""
-    names: dict[int, str] = {}
-    for k, root in enumerate(roots):
-        prefix = "" if k == 0 else f"model{k}."
-        for n, p in root.named_parameters():
-            names.setdefault(id(p), prefix + n)
-    return names
-
-
-def by_param(roots: list[Any], optimizers: list[Any]) -> dict[str, dict[str, Any]]:
-    """Every optimizer's state per parameter, keyed by the parameter's name."""
-    names = param_names(roots)
-    out: dict[str, dict[str, Any]] = {}
-    for opt in optimizers:
-        for p, st in opt.state.items():
-            if id(p) in names:
-                out[names[id(p)]] = dict(st)
-    return out
 
 
 def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> None:
@@ -71,10 +52,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         if name in sys.modules:
             on_metrics(sys.modules[name])
         else:
-            pending_now = {name: [on_metrics]}
-            from .policies import on_import
-
-            on_import(pending_now)
+            on_import({name: [on_metrics]})
 
     def watch_loads(cls: Any) -> None:
         orig = cls.load_state_dict
@@ -88,14 +66,10 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         cls.load_state_dict = load_state_dict
 
     def ordered_roots() -> list[Any]:
-        from .boundary_capture import _roots
-
-        return sorted(_roots(), key=lambda m: -sum(p.numel() for p in m.parameters()))
+        return sorted(root_modules(), key=lambda m: -sum(p.numel() for p in m.parameters()))
 
     def snapshot() -> dict[str, Any]:
         import torch
-
-        from .boundary_capture import _objects
 
         roots = ordered_roots()
         snap: dict[str, Any] = {}
@@ -103,7 +77,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             if part == "optimizer":
                 snap[part] = {
                     n: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in st.items()}
-                    for n, st in by_param(roots, _objects(torch.optim.Optimizer)).items()
+                    for n, st in by_param(roots, live_objects(torch.optim.Optimizer)).items()
                 }
             elif int(part[5:]) < len(roots):
                 snap[part] = {
@@ -114,14 +88,12 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     def put_back(snap: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        from .boundary_capture import _objects
-
         roots = ordered_roots()
         said: dict[str, Any] = {}
         for part, saved in snap.items():
             if part == "optimizer":
                 names = param_names(roots)
-                opts = _objects(torch.optim.Optimizer)
+                opts = live_objects(torch.optim.Optimizer)
                 n = 0
                 for opt in opts:
                     for group in opt.param_groups:

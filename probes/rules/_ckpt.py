@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..engine import Func, Unit
+from ..unit import Func, Unit
 
 SAVE_NAME = re.compile(
     r"(?i)^_*(save|store|write|dump)_?\w*(checkpoint|ckpt)\w*$|^_*(checkpoint|ckpt)_?\w*(save|write)\w*$"

@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import collective_lines
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _DIVISOR = re.compile(
     r"world_size|gradient_accumulation_steps|accumulation_steps|\bgas\b|dp_size|data_parallel_size|"

@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import is_grad_text
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d*)?\s*$")
 _ACCUM_FUNC = re.compile(

@@ -2,8 +2,8 @@
 
 import re
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _COUNTERISH = re.compile(r"\+=|-=|\bstep\b|['\"]step['\"]|_step\b|count|\.add_\(")
 _PER_PARAM = re.compile(r"param|group|grad|tensor|\bp\b|state", re.I)

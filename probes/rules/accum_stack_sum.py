@@ -1,7 +1,7 @@
 """``torch.stack(xs).sum()`` (a tree reduction) where a reference may sum sequentially."""
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import DOWNCAST_RE, lowp_name
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _BUFFERY = re.compile(r"grad|accum|reduc|buffer|bucket|partition|flat", re.I)
 

@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import LOWP_DTYPE, is_grad_text, lowp_name
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

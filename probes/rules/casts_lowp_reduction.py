@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import COLLECTIVES, DOWNCAST_RE, LOWP_DTYPE, any_of, lowp_name
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _REDUCERS = frozenset({"sum", "mean", "cumsum", "norm", "nansum", "matmul", "bmm", "mm", "einsum"})
 

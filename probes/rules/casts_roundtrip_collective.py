@@ -1,8 +1,8 @@
 """Downcast -> collective -> upcast round trip inside one function (DeepSpeed #8913's class)."""
 
-from ..engine import Unit
 from ..facts import COLLECTIVES, DOWNCAST_RE, UPCAST_RE, any_of, lines_of, lowp_name
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

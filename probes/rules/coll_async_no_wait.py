@@ -2,8 +2,8 @@
 
 import re
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _escapes(name: str, text: str) -> bool:

@@ -6,9 +6,9 @@ contributions is legitimately empty; that rank raises and its peers hang in the 
 
 import re
 
-from ..engine import Unit
 from ..facts import collective_lines, func_text
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _from_param(name: str, params: list[str], body: str) -> str | None:

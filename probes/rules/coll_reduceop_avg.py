@@ -1,7 +1,7 @@
 """``ReduceOp.AVG`` where a reference may SUM then divide."""
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import COLLECTIVES
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _WORK = re.compile(r"\b(" + "|".join(sorted(COLLECTIVES)) + r"|copy_|non_blocking\s*=\s*True)\b")
 

@@ -2,8 +2,8 @@
 
 import re
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _ALWAYS = frozenset(
     {"index_add_", "index_add", "scatter_add_", "scatter_add", "index_reduce_", "bincount"}

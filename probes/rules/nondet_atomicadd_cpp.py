@@ -2,8 +2,8 @@
 
 import re
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _INT_ARG = re.compile(
     r"\(\s*\(?\s*(unsigned\s+)?(int|long|uint\d+_t|int\d+_t|size_t)\b|counter|count|idx|index", re.I

@@ -1,7 +1,7 @@
 """Autotuning: ``@triton.autotune`` or ``torch.compile(mode="max-autotune")``."""
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

@@ -1,7 +1,7 @@
 """Deterministic algorithms requested in a file that never sets ``CUBLAS_WORKSPACE_CONFIG``."""
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

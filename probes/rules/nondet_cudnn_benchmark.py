@@ -1,7 +1,7 @@
 """``torch.backends.cudnn.benchmark = True``: autotuned convolution algorithms."""
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

@@ -1,7 +1,7 @@
 """``use_deterministic_algorithms(False)`` or ``cudnn.deterministic = False``."""
 
-from ..engine import Unit
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

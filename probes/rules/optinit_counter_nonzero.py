@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import STEP_NAME_RE, is_init_name
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _name(text: str) -> str:

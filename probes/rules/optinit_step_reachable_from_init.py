@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import init_reach, is_init_name
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _NOT_OPTIMIZER = re.compile(r"sched|profil|timer|pbar|progress|writer|monitor|tqdm|bar\b", re.I)
 

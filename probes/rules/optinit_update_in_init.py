@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import STEP_NAME_RE, init_reach
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _DECAY = re.compile(r"weight_decay|\bwd\b|decay")
 

@@ -2,9 +2,9 @@
 
 import re
 
-from ..engine import Unit
 from ..facts import func_text
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 _ZEROS = re.compile(r"\b(zeros|zeros_like|new_zeros|empty|empty_like|new_empty)\(")
 

@@ -1,8 +1,8 @@
 """``manual_seed`` (or ``random.seed``/``np.random.seed``) called inside a loop."""
 
-from ..engine import Unit
 from ..facts import enclosing_loop
 from ..model import Category, Hit, Match, Probe
+from ..unit import Unit
 
 
 def _check(m: Match) -> Hit | None:

@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
             typer.Option("--op", help="a DeepSpeed builder name (repeatable)"),
         ] = None,
     ) -> None:
-        from ..jit_ops import DEFAULT_OPS, build_ops, lock_notes, ninja_on_path
+        from ..extensions_dir import ninja_on_path
+        from ..jit_ops import DEFAULT_OPS, build_ops, lock_notes
 
         with console.status("building ops", spinner="dots") as status:
             results, removed = build_ops(
@@ -86,6 +87,6 @@ def register(app: typer.Typer) -> None:
 
 def _root_line() -> str:
     """The build root and why it is that one: the user's variable, or this environment's own."""
-    from ..jit_ops import extensions_root, extensions_root_source
+    from ..extensions_dir import extensions_root, extensions_root_source
 
     return f"build root: {extensions_root()} ({extensions_root_source()})"

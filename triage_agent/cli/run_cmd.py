@@ -65,7 +65,8 @@ def run(
     workers: WorkersOpt = 1,
 ) -> None:
     """Run the two-stage workflow on the case (the embedded DeepSpeed demo when there is none)."""
-    from ..workflow.engine import RunOptions, run_workflow
+    from ..workflow.engine import run_workflow
+    from ..workflow.options import RunOptions
 
     cfg = load_case(case)
     if cfg is None:
@@ -217,7 +218,8 @@ def next_cmd(
 ) -> None:
     """What `triage run` would do next: the chooser's ranked moves, each with why. Launches
     nothing (the baselines must have run)."""
-    from ..workflow.engine import RunOptions, suggest_next
+    from ..workflow.engine import suggest_next
+    from ..workflow.options import RunOptions
     from .common import existing_ledger_for
 
     ledger = existing_ledger_for(case, workspace)

@@ -43,7 +43,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ..policies import on_import
+from ..import_hooks import on_import
 from ..records import utcnow
 from ..trace_format import INIT_STEP, TraceHeader
 from . import collectives as coll
@@ -243,7 +243,7 @@ class Tracer:
         self._digest_modes: dict[str, DigestMode] = {}
         self._scope_ok: dict[str, bool] = {}
         self._patched: list[tuple[Any, str, Any]] = []
-        self._finders: list[Any] = []  # import watchers (policies.on_import), removed on close
+        self._finders: list[Any] = []  # import watchers (import_hooks.on_import), removed on close
         self._engine_seen = False
         self._engine_init = 0  # depth of DeepSpeedEngine.__init__ calls running
         self._in_optimizer = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from . import digest as _d
+from . import digest_words as dw
 
 try:  # Triton ships with CUDA builds of torch; the CPU build has none
     import triton
@@ -79,8 +79,8 @@ ITERS = 16
 
 
 def order_digest_cuda(flat: torch.Tensor) -> torch.Tensor:  # pragma: no cover - needs a GPU
-    """Same value as :func:`digest.order_digest_torch`, asynchronously on the current stream."""
-    body, tail, nbytes = _d.byte_words(flat)
+    """Same value as :func:`.digest_words.order_digest_torch`, asynchronously on the current stream."""
+    body, tail, nbytes = dw.byte_words(flat)
     nw = body.numel()
     lane_a = torch.zeros((), dtype=torch.int64, device=flat.device)
     lane_b = torch.zeros((), dtype=torch.int64, device=flat.device)
@@ -91,18 +91,18 @@ def order_digest_cuda(flat: torch.Tensor) -> torch.Tensor:  # pragma: no cover -
             body.view(torch.uint32),
             partial,
             nw,
-            KA=_d._KA,
-            KB=_d._KB,
-            MUL=_d._MUL,
-            MUL2=_d._MUL2,
-            MUL3=_d._MUL3,
+            KA=dw.KA,
+            KB=dw.KB,
+            MUL=dw.MUL,
+            MUL2=dw.MUL2,
+            MUL3=dw.MUL3,
             BLOCK=BLOCK,
             ITERS=ITERS,
         )
         lane_a += partial[0::2].sum()
         lane_b += partial[1::2].sum()
     if tail is not None:
-        a, b = _d._lanes(tail, nw)
+        a, b = dw.lanes(tail, nw)
         lane_a += a
         lane_b += b
-    return _d.combine(lane_a, lane_b, nbytes)
+    return dw.combine(lane_a, lane_b, nbytes)

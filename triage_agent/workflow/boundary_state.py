@@ -656,6 +656,16 @@ def setting_arms(diffs: list[PointDiff]) -> list[Arm]:
     return out
 
 
+# the location setting_arms gives a numeric setting's arm, read back once it is proven
+_SETTING = re.compile(r"^setting:(?P<name>\S+) \(A (?P<a>[^,]*), B (?P<b>[^)]*)\)")
+
+
+def proven_setting(where: str) -> tuple[str, str, str] | None:
+    """(name, A's value, B's value) of a proven setting's location, else None."""
+    m = _SETTING.match(where)
+    return (m["name"], m["a"], m["b"]) if m else None
+
+
 def seed_arms(case: Case, recs: dict[str, list[BoundaryRecord]]) -> list[Arm]:
     """A line of the job that seeds with another value in each run (a process id, the clock,
     a counter): that line given A's values, in order, in both runs (pin-seed). Only for a run

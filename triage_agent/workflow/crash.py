@@ -25,72 +25,16 @@ was noticed.
 from __future__ import annotations
 
 import ast
-import re
-import sysconfig
 from collections.abc import Callable
-from functools import cache
-from pathlib import Path
-
-from pydantic import BaseModel, Field
 
 from ..evidence_data import MetricsData
 from ..ledger import Ledger
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Verdict
 from ..runs import RunOutcome
 from .arms import Arm, first_supported, prior_rerun
+from .failure import Failure, failure_of, source_tree
 from .fixcheck import relaunch_evidence
-
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[\w<>.]+)')
-_EXC = re.compile(r"(?:^|\s)(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?.*)$")
-
-
-class Failure(BaseModel):
-    run: str
-    error: str
-    file: str | None = None
-    line: int | None = None
-    function: str | None = None
-    frames: list[str] = Field(
-        default_factory=list, description="the traceback's frames, outermost first, file:line"
-    )
-
-    def site(self) -> str | None:
-        return f"{self.file}:{self.line} ({self.function})" if self.file else None
-
-
-def _plumbing(file: str) -> bool:
-    """Frames of torch itself, the standard library and the interpreter: where an error is
-    raised on the job's behalf, not where the job's own code (or its framework) called it."""
-    p = file.replace("\\", "/")
-    stdlib = sysconfig.get_paths()["stdlib"].replace("\\", "/")
-    return "/site-packages/torch/" in p or p.startswith(stdlib + "/") or p.startswith("<")
-
-
-def failure_of(out: RunOutcome) -> Failure:
-    """The failing run's innermost non-plumbing frame of the first traceback in its logs."""
-    for log in out.logs:
-        path = Path(log)
-        if not path.is_file():
-            continue
-        frames: list[tuple[str, int, str]] = []
-        for ln in path.read_text(errors="replace").splitlines():
-            m = _FRAME.search(ln)
-            if m:
-                frames.append((m["file"], int(m["line"]), m["fn"]))
-                continue
-            e = _EXC.search(ln.strip())
-            if frames and e and "Traceback" not in ln:
-                mine = [f for f in frames if not _plumbing(f[0])] or frames
-                file, line, fn = mine[-1]
-                return Failure(
-                    run=out.run,
-                    error=e["exc"][:200],
-                    file=file,
-                    line=line,
-                    function=fn,
-                    frames=[f"{f}:{n}" for f, n, _ in frames][-40:],
-                )
-    return Failure(run=out.run, error=out.error or f"exit codes {out.exit_codes}")
+from .writer_watch import writer_cause
 
 
 def report_failure(ledger: Ledger, failed: RunOutcome, other: RunOutcome) -> Verdict:
@@ -135,14 +79,6 @@ def failed_baseline(outs: tuple[RunOutcome, RunOutcome]) -> tuple[RunOutcome, Ru
     return (b, a) if a.ok else (a, b)
 
 
-@cache
-def _tree(path: str) -> ast.Module | None:
-    try:
-        return ast.parse(Path(path).read_text())
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return None
-
-
 def _enclosing(tree: ast.Module, line: int) -> tuple[ast.AST | None, ast.stmt | None]:
     """The innermost function around ``line`` and the innermost statement starting there."""
     func: ast.AST | None = None
@@ -165,7 +101,7 @@ def made_here(f: Failure) -> str | None:
     elsewhere) whose inputs are all names its own function binds by assignment."""
     if not f.file or not f.line:
         return None
-    tree = _tree(f.file)
+    tree = source_tree(f.file)
     func, stmt = _enclosing(tree, f.line) if tree else (None, None)
     if func is None or stmt is None or isinstance(stmt, ast.Raise | ast.Assert):
         return None
@@ -209,8 +145,6 @@ def crash_cause(
 ) -> Verdict | None:
     """Try each declared difference on the failing run with the other run's value; the
     verdict when one makes it complete and match (see the module docstring)."""
-    from .writer_watch import writer_cause
-
     f = failure_of(failed)
 
     def writer(arm: Arm | None, proof: Evidence | None) -> Verdict | None:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..compare.distributed import Executor
 from ..compare.executors import check_reachable
 from ..errors import InputError
 from ..ledger import Ledger
@@ -55,36 +54,11 @@ from .execution_setting import EXECUTION_POLICIES, read_policy_proof
 from .fixcheck import validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
 from .moves import make
+from .options import RunOptions
 from .situation import Situation
 from .stage2 import Stage2Result
 from .structural import extra_call_arms
 from .timing import StageClock, StageTime, record
-
-
-class RunOptions(BaseModel):
-    """The workflow's bounds; the CLI and the MCP tool both build their inputs from these."""
-
-    mismatch_step: int | None = Field(
-        default=None, ge=0, le=10**9, description="the step you believe first differs"
-    )
-    budget_minutes: float = Field(
-        default=30.0,
-        gt=0,
-        le=7 * 24 * 60,
-        description="no new work starts after this long; checked between launches, not inside one",
-    )
-    max_hypotheses: int = Field(default=3, ge=1, le=20, description="tested in stage 1")
-    confirm_trace: bool = Field(
-        default=True,
-        description="trace even when stage 1 supported a hypothesis, to check that it is the "
-        "first divergence observed",
-    )
-    timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600, description="per launch")
-    executor: Executor = Field(
-        default_factory=Executor,
-        description="where the trace comparisons' ranks are compared: local worker processes, "
-        "or Ray (a cluster that sees the workspace under the same path); the result is the same",
-    )
 
 
 class WorkflowResult(BaseModel):

@@ -27,7 +27,7 @@ from ..evidence_data import TraceCompareData
 from ..fingerprint import CaptureConfig
 from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
-from .boundary_state import boundary_arms
+from .boundary_state import boundary_arms, proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for
 from .fixcheck import bisect_source_change, validate_fix
@@ -324,8 +324,6 @@ def _read_site(move: Move, sit: Situation, status: Status) -> None:
     from reproducers.generator import generate
     from reproducers.launcher import launch
     from reproducers.params import TEMPLATES, setting_knobs
-
-    from .proposers import proven_setting
 
     _, hid, pid = move.key.split("|")
     st = sit.state()

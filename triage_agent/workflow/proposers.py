@@ -27,11 +27,11 @@ None knows a case: each reads one kind of evidence and proposes the general test
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 
 from ..records import Classification, EvidenceKind, EvidenceResult, Hypothesis
 from .arms import Arm, prior_rerun
+from .boundary_state import proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for, selects_computation, uncontrolled
 from .moves import Move, arm_move, moved_generator
@@ -506,15 +506,6 @@ def readings(sit: Situation) -> list[Move]:
         for h in sit.proven()
         if _readable(sit, h)
     ]
-
-
-_SETTING = re.compile(r"^setting:(?P<name>\S+) \(A (?P<a>[^,]*), B (?P<b>[^)]*)\)")
-
-
-def proven_setting(where: str) -> tuple[str, str, str] | None:
-    """(name, A's value, B's value) of a proven setting's location, else None."""
-    m = _SETTING.match(where)
-    return (m["name"], m["a"], m["b"]) if m else None
 
 
 def site_readings(sit: Situation) -> list[Move]:

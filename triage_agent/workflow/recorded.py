@@ -15,17 +15,16 @@ stopped short) the ledger says why, and stage 2 relaunches with the tracer as be
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..fingerprint import CaptureConfig
 from ..fingerprint.recorder import metric_source, read_settings, summarize, window
-from ..records import RunSpec
+from ..ledger import Ledger
+from ..records import Case, RunSpec
 from ..runs import RunOutcome
-
-if TYPE_CHECKING:
-    from .stage2 import _Ctx
+from .perturbation import is_repeat, perturbation
 
 LABEL = "recorded"
 
@@ -84,27 +83,32 @@ def _cut(run: RunSpec, cfg: CaptureConfig, ws: Path) -> tuple[RunOutcome | None,
 
 
 def recorded_pair(
-    ctx: _Ctx, cfg: CaptureConfig, label: str
+    case: Case,
+    ledger: Ledger,
+    ws: Path,
+    base: dict[str, str],
+    cfg: CaptureConfig,
+    label: str,
+    *,
+    on_status: Callable[[str], None],
 ) -> tuple[RunOutcome, RunOutcome] | None:
     """Both runs' traces of ``cfg``'s window from their recordings, or None to relaunch.
 
+    ``base``: each run's untraced baseline metrics, which a recording must not have moved.
     None without a word where neither run names a recording; otherwise the ledger says why a
     recording is not used, or that the window came from the recordings with no relaunch.
     """
-    from .stage2 import _perturbation, is_repeat
-
-    case = ctx.case
     runs = (case.run_a, case.run_b)
     if not any(read_settings(Path(r.trace_dir)) for r in runs if r.trace_dir):
         return None
     if cfg.steps is None:
         return None
-    cut = [_cut(r, cfg, ctx.ws) for r in runs]
+    cut = [_cut(r, cfg, ws) for r in runs]
     why = next((w for o, w in cut if o is None), None)
-    problems = [why] if why else _perturbation(ctx.base, (cut[0][0], cut[1][0]), is_repeat(case))
+    problems = [why] if why else perturbation(base, (cut[0][0], cut[1][0]), is_repeat(case))
     a, b = cfg.steps
     if problems:
-        ctx.ledger.note(
+        ledger.note(
             f"{label} at {cfg.level} level, steps {a}-{b}: the recordings are not used "
             f"({'; '.join(problems)}); relaunching with the tracer",
             level="warning",
@@ -112,7 +116,7 @@ def recorded_pair(
         return None
     ra, rb = cut[0][0], cut[1][0]
     assert ra is not None and rb is not None
-    ctx.ledger.note(
+    ledger.note(
         f"{label} at {cfg.level} level, steps {a}-{b}: taken from the recordings "
         f"{ra.out_dir} and {rb.out_dir} with no relaunch; "
         + (
@@ -122,5 +126,5 @@ def recorded_pair(
             else "each recorded run's metric bits equal its untraced baseline's"
         )
     )
-    ctx.on_status(f"{label}: steps {a}-{b} from the recordings, no relaunch")
+    on_status(f"{label}: steps {a}-{b} from the recordings, no relaunch")
     return ra, rb

@@ -19,9 +19,9 @@ from ..runs import OUT_TOKEN
 from .arms import Arm, prior_rerun
 from .characterize import MismatchReport
 from .declared import DeclaredDifference
+from .options import RunOptions
 
 if TYPE_CHECKING:
-    from .engine import RunOptions
     from .stage2 import Stage2Result
 
 DEFAULT_LAUNCH_S = 20.0

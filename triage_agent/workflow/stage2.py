@@ -31,7 +31,6 @@ from ..errors import InputError, TriageError
 from ..evidence_data import ByteCompareData, ReplayData, TraceCompareData
 from ..fingerprint import CaptureConfig
 from ..ledger import Ledger
-from ..metrics import diff_metrics, load_metrics
 from ..records import (
     Case,
     Classification,
@@ -41,11 +40,12 @@ from ..records import (
     Hypothesis,
     HypothesisStatus,
 )
-from ..runs import RunOutcome, materialize_both, materialize_case
+from ..runs import materialize_both, materialize_case
 from .characterize import MismatchReport
 from .classify import ATOMIC_OPS, CLASSIFICATION, RANDOM_OPS, EventSite, explains, parse_op
 from .fixcheck import relaunch_evidence
 from .markers import done_for
+from .perturbation import is_repeat, perturbation
 from .recorded import recorded_pair
 
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
@@ -131,39 +131,6 @@ def _extra_calls(res: CompareResult) -> list[Candidate]:
     )
 
 
-def is_repeat(case: Case) -> bool:
-    """A and B are the same command: any difference between them is run-to-run."""
-    return case.run_a.model_dump(exclude={"name"}) == case.run_b.model_dump(exclude={"name"})
-
-
-def _perturbation(
-    base: dict[str, str], traced: tuple[RunOutcome, RunOutcome], repeat: bool
-) -> list[str]:
-    """Compare each traced run's metric bits with its untraced baseline's.
-
-    For a repeat case the baselines already show that one command does not reproduce its
-    own bits, so a traced run differing from its baseline says nothing about the capture;
-    there the check is that the traced pair still diverges (see trace_and_compare).
-    """
-    problems = []
-    for out in traced:
-        if not out.ok or out.metrics is None:
-            problems.append(
-                f"traced run {out.run} failed (exit codes {out.exit_codes}; logs {out.logs[-1:]})"
-            )
-            continue
-        if repeat:
-            continue
-        d = diff_metrics(load_metrics(base[out.run]), load_metrics(out.metrics))
-        if d.first_step is not None:
-            problems.append(
-                f"tracing changed run {out.run}'s own metric bits from step {d.first_step}"
-            )
-        elif not d.complete:
-            problems.append(f"traced run {out.run} stopped short of its baseline ({d.gaps()})")
-    return problems
-
-
 @dataclass
 class _Ctx:
     """What every traced relaunch of one stage-2 pass shares."""
@@ -231,7 +198,11 @@ def trace_and_compare(
         on_status(f"{label}: tracing both runs at {level} level, steps {cfg.steps}")
         cfg = cfg.model_copy(update={"level": level})
         tag = f"{label.replace(' ', '-')}-{level}" + ("-retry" if retried else "")
-        recorded = None if retried else recorded_pair(ctx, cfg, label)
+        recorded = (
+            None
+            if retried
+            else recorded_pair(case, ledger, ws, base, cfg, label, on_status=on_status)
+        )
         ta, tb = recorded or materialize_both(
             case, ws, tag, capture=cfg, timeout_s=timeout_s, progress=on_status
         )
@@ -248,7 +219,7 @@ def trace_and_compare(
             ledger.add_evidence(ev)
             return None, ev
         failed = [o for o in (ta, tb) if not o.ok]
-        problems = _perturbation(base, (ta, tb), is_repeat(case))
+        problems = perturbation(base, (ta, tb), is_repeat(case))
         if not problems and ta.trace_dir and tb.trace_dir:
             break
         if failed and not retried:

@@ -190,7 +190,7 @@ def install() -> None:
     cfg = startup_config(WATCH_ENV, WatchConfig, "write watch")
     if cfg is None:
         return
-    from ..policies import on_import
+    from ..import_hooks import on_import
 
     rec = _Recorder(cfg)
     pending: dict[str, list[Any]] = {}

@@ -40,7 +40,7 @@ from ..ledger import Ledger
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Verdict
 from ..runs import LaunchChanges, RunOutcome, materialize
 from .arms import Arm, try_arm
-from .crash import Failure, _plumbing, _tree
+from .failure import Failure, plumbing, source_tree
 from .structural import _arm
 from .write_recorder import WATCH_ENV, Frame, WatchConfig, WatchReport, WatchTarget, WriteRecord
 
@@ -91,7 +91,7 @@ def _functions(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFuncti
 
 def _function_at(file: str, line: int):
     """(function node, its class path) of the innermost function around ``line``."""
-    tree = _tree(file)
+    tree = source_tree(file)
     if tree is None:
         return None, []
     around = [(f, c) for f, c in _functions(tree) if f.lineno <= line <= (f.end_lineno or 0)]
@@ -148,7 +148,7 @@ def implicated(f: Failure, roots: list[str]) -> list[WatchTarget]:
     sites = [(f.file, f.line)] if f.file and f.line else []
     for fr in reversed(f.frames):
         file, _, line = fr.rpartition(":")
-        if line.isdigit() and not _plumbing(file) and (file, int(line)) not in sites:
+        if line.isdigit() and not plumbing(file) and (file, int(line)) not in sites:
             sites.append((file, int(line)))
     out: list[WatchTarget] = []
     for file, line in sites[:MAX_FRAMES_READ]:
@@ -192,7 +192,7 @@ def _passes_through(frame: Frame) -> bool:
 def origin_frame(write: WriteRecord, target: WatchTarget) -> Frame | None:
     """The frame that chose the value written (see the module docstring)."""
     for f in write.stack:
-        if _plumbing(f.file) or "/triage_agent/" in f.file.replace("\\", "/"):
+        if plumbing(f.file) or "/triage_agent/" in f.file.replace("\\", "/"):
             continue
         if f.module == target.module and f.function.startswith(target.qualname + "."):
             continue  # the object's own method writes what it is given

@@ -1,7 +1,7 @@
 """Build the native tracer on first use, and load it from the build cache after that.
 
 The extension is built with ``torch.utils.cpp_extension.load``, the way DeepSpeed builds its
-JIT ops: under the extensions root DeepSpeed's ops use (:func:`triage_agent.jit_ops.extensions_root`:
+JIT ops: under the extensions root DeepSpeed's ops use (:func:`triage_agent.extensions_dir.extensions_root`:
 the user's ``$TORCH_EXTENSIONS_DIR``, else this environment's own), rebuilt only when a
 source or a flag changes, one builder at a time (torch's build lock; a lock left by a killed builder is
 removed by :func:`triage_agent.jit_ops.clear_stale_locks`). A CUDA build
@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from ...jit_ops import extensions_root, runs_ninja_first, use_environment_default
+from ...extensions_dir import extensions_root, runs_ninja_first, use_environment_default
 
 SOURCE_DIR = Path(__file__).resolve().parent
 HOST_SOURCES = ("capture.cpp", "bindings.cpp")

@@ -1,0 +1,83 @@
+"""The training state no ``state_dict`` holds: which modules are in eval mode, which parameter
+names share one tensor, which parameters no optimizer holds, and the gradients accumulated so
+far. Two runs can agree on every tensor's bytes and still train differently on any of them
+(a helper that leaves the model in eval mode stops its dropout; a restore that gives a tied
+head a Parameter of its own trains two tensors where there was one; a checkpoint taken
+inside an accumulation window loses the part of the window already summed).
+
+Read by the state capture (what differs), and put back by restore-state (proof that it
+carries the difference). Runs inside the job's processes: nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
+    """Modules in eval mode, names that share a parameter, parameters no optimizer holds
+    (only when the job has an optimizer that holds the module's own tensors)."""
+    eval_modules = sorted(name or "<root>" for name, m in root.named_modules() if not m.training)
+    groups: dict[int, list[str]] = {}
+    for name, p in root.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(name)
+    held = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
+    out = {
+        "eval_modules": ",".join(eval_modules),
+        "tied": ";".join(sorted("=".join(names) for names in groups.values() if len(names) > 1)),
+    }
+    if held & set(groups):
+        outside = sorted(names[0] for pid, names in groups.items() if pid not in held)
+        out["outside_optimizer"] = ",".join(outside)
+    return out
+
+
+def grads(root: Any) -> dict[str, Any]:
+    """Each parameter's ``.grad`` by name; a parameter without one is left out."""
+    return {n: p.grad for n, p in root.named_parameters() if p.grad is not None}
+
+
+def put_back_modes(root: Any, eval_modules: str) -> int:
+    """Set each module's training flag as it was; the number of modules changed."""
+    off = set(eval_modules.split(",")) - {""}
+    n = 0
+    for name, m in root.named_modules():
+        want = (name or "<root>") not in off
+        if m.training != want:
+            m.training = want
+            n += 1
+    return n
+
+
+def put_back_ties(root: Any, tied: str, optimizers: list[Any]) -> list[str]:
+    """Make the names of each saved group share one Parameter again: the one an optimizer
+    holds, else the first name's. Returns the names rebound."""
+    import torch
+
+    held = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
+    rebound: list[str] = []
+    for group in filter(None, tied.split(";")):
+        names = group.split("=")
+        params = [root.get_parameter(n) for n in names]
+        if all(p is params[0] for p in params):
+            continue
+        keep = next((p for p in params if id(p) in held), params[0])
+        for name, p in zip(names, params, strict=True):
+            if p is keep:
+                continue
+            owner, _, leaf = name.rpartition(".")
+            module = root.get_submodule(owner) if owner else root
+            with torch.no_grad():
+                setattr(module, leaf, keep)
+            rebound.append(name)
+    return rebound
+
+
+def put_back_grads(root: Any, saved: dict[str, Any]) -> int:
+    """Each parameter's ``.grad`` as saved (None where none was); the number set."""
+    n = 0
+    for name, p in root.named_parameters():
+        g = saved.get(name)
+        p.grad = None if g is None else g.detach().clone().to(p.device)
+        n += g is not None
+    return n
