@@ -51,6 +51,7 @@ from .job_objects import (
     saved_keys,
     unsaved_attrs,
 )
+from .module_structure import grads, structure
 
 STATE_ENV = "TRIAGE_STATE_CAPTURE"
 _C = TypeVar("_C", bound=BaseModel)
@@ -63,6 +64,11 @@ class BoundaryConfig(BaseModel):
     )
     init: bool = Field(default=True, description="capture at the first step's first forward")
     stop: bool = Field(default=True, description="exit once step K+1's record is written")
+    stop_only_resumed: bool = Field(
+        default=False,
+        description="a run of several commands: only a resumed process stops; the one before "
+        "goes on to its end, where it writes the checkpoint the next one resumes from",
+    )
 
 
 def process_rank() -> int:
@@ -143,6 +149,9 @@ def state_now(
     )
     if engine is not None:
         m = build_manifest(engine, label=label)
+        # a DeepSpeed optimizer holds flat partitions, not the module's tensors: no membership
+        for key, value in structure(engine.module, []).items():
+            m.scalars[f"model_structure.{key}"] = value
     else:
         state: dict[str, Any] = {}
         if roots:
@@ -165,6 +174,11 @@ def state_now(
         scheds = live_objects(torch.optim.lr_scheduler.LRScheduler)
         for k, o in enumerate(scheds):
             state["scheduler" if len(scheds) == 1 else f"scheduler{k}"] = o.state_dict()
+        if roots:
+            # what no state_dict holds: modes, shared parameters, the optimizer's membership,
+            # and the gradients summed so far (a checkpoint inside a window loses them)
+            state["model_structure"] = structure(roots[0], opts)
+            state["model_grads"] = grads(roots[0])
         m = build_manifest(state, label=label)
     m.data_cursor = cursor_states(data_cursors()) or None
     from .settings import read_settings
@@ -333,6 +347,7 @@ class _Capture:
         self.seeds: list[Any] = []
         self.seeding = False
         self.draws: dict[str, int] = {}
+        self.last_step: int | None = None
 
     def seeded(self, fn: str, value: Any) -> None:
         """Record one seeding, with the job's frame that made it (never fails the job)."""
@@ -514,13 +529,20 @@ class _Capture:
             self.finish()
         return None
 
+    def at_exit(self) -> None:
+        """The saving process's state at its end, named by the last step it logged: what its
+        checkpoint should hold. A process that logged step K and went on to save inside
+        step K+1 (a checkpoint inside an accumulation window) ends elsewhere than after-K."""
+        if not self.resumed and self.after and self.last_step is not None:
+            self.write(f"end-{self.last_step}")
+
     def finish(self) -> None:
         # The hook stays registered: a compiled module guards on the global hooks, and
         # removing one mid-run would recompile it (and may reach the recompile limit, where
         # it runs eager: other bits) in a run that goes on.
         self.done = True
         self.watch.on = False
-        if self.cfg.stop:
+        if self.cfg.stop and (self.resumed or not self.cfg.stop_only_resumed):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
@@ -545,6 +567,8 @@ class _Capture:
         @functools.wraps(orig_log)
         def log(metric_log, step, *args, **kwargs):
             result = orig_log(metric_log, step, *args, **kwargs)
+            if isinstance(step, int):
+                cap.last_step = step
             if k is not None and isinstance(step, int) and step == k:
                 cap.reached_after()
             return result
@@ -569,7 +593,11 @@ def install() -> None:
     """Called at start-up in every process when ``TRIAGE_STATE_CAPTURE`` is set."""
     cfg = startup_config(STATE_ENV, BoundaryConfig, "state capture")
     if cfg is not None:
-        _Capture(cfg).install()
+        import atexit
+
+        cap = _Capture(cfg)
+        cap.install()
+        atexit.register(cap.at_exit)
 
 
 def chain_next() -> None:

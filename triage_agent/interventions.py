@@ -21,11 +21,16 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           at start and before every module forward
 ``isolate-writes pkg.mod:Qual.name``           isolate    the function runs with the tensors it is
                                                           handed (a module's parameters, buffers and
-                                                          gradients too) put back after it
+                                                          gradients too) and modules' modes put back
+                                                          after it
 ``restore-state PART[,PART]``                   restore    after a resume, at its first module forward,
-                                                          the parts the saving process had at that step:
-                                                          ``modelK`` (a second top-level module), or
-                                                          ``optimizer`` (per-parameter state, by name)
+                                                          the parts the saving process had at that step
+                                                          (or at its end, if it logged no later step):
+                                                          ``modelK`` (a second top-level module),
+                                                          ``optimizer`` (per-parameter state, by name),
+                                                          ``grads`` (accumulated gradients), ``ties``
+                                                          (parameter names sharing one tensor),
+                                                          ``modes`` (modules' training modes)
 ``outplace FILE:LINE``                          outplace   the in-place torch calls that line of the job
                                                           makes run out of place (result returned,
                                                           the tensor left alone)
@@ -229,7 +234,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state modelK|optimizer, "
+    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state modelK|optimizer|grads|ties|modes, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -286,7 +291,9 @@ def parse_intervention(text: str) -> Intervention:
             parts = [p.strip() for p in rest.split(",") if p.strip()]
             if not parts or not all(re.fullmatch(PART_RE, p) for p in parts):
                 raise _bad(
-                    text, "expected restore-state PART[,PART] with PART model1..model9 or optimizer"
+                    text,
+                    "expected restore-state PART[,PART] with PART model1..model9, optimizer, "
+                    "grads, ties or modes",
                 )
             return RestoreStateIntervention(parts=parts)
         if word == "outplace":

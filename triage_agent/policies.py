@@ -350,8 +350,9 @@ class FunctionPatch(BaseModel):
     isolate_writes: bool = Field(
         default=False,
         description="call the function itself, with the tensors it is handed (and those of the "
-        "modules and objects it is handed) copied before the call and put back after it: its "
-        "writes to them cannot reach training; what it returns is kept",
+        "modules and objects it is handed) copied before the call and put back after it, and "
+        "the modes of the modules it is handed too: its writes to them cannot reach training; "
+        "what it returns is kept",
     )
 
     @field_validator("target", "replacement")
@@ -476,6 +477,25 @@ def _handed_tensors(args: tuple, kwargs: dict) -> list[Any]:
     return list(found.values())
 
 
+def _handed_modules(args: tuple, kwargs: dict) -> list[Any]:
+    """Every module (and submodule) a call is handed, directly or as an attribute of an
+    object it is handed (a method's ``self``)."""
+    import torch
+
+    found: dict[int, Any] = {}
+    for x in (*args, *kwargs.values()):
+        inner = [x] + (
+            list(vars(x).values())
+            if hasattr(x, "__dict__") and not isinstance(x, type | torch.nn.Module)
+            else []
+        )
+        for v in inner:
+            if isinstance(v, torch.nn.Module):
+                for m in v.modules():
+                    found.setdefault(id(m), m)
+    return list(found.values())
+
+
 def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
     """``original`` with every tensor it is handed put back as it was when it returns."""
 
@@ -483,6 +503,8 @@ def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
         import torch
 
         saved = [(t, t.detach().clone()) for t in _handed_tensors(args, kwargs)]
+        # a module's mode is written like its buffers: eval() left behind stops its dropout
+        modes = [(m, m.training) for m in _handed_modules(args, kwargs)]
         try:
             return original(*args, **kwargs)
         finally:
@@ -490,6 +512,8 @@ def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
                 for t, copy in saved:
                     if t.shape == copy.shape and t.dtype == copy.dtype:
                         t.copy_(copy)
+            for m, training in modes:
+                m.training = training
 
     return isolated
 

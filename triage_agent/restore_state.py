@@ -7,19 +7,28 @@ Parts are named as the state capture names them (:func:`triage_agent.boundary_ca
 - ``optimizer``: every optimizer's per-parameter state, keyed by the parameter's name in
   the job's modules, not by its position: a resume that rebuilds the optimizer over the
   parameters in another order attaches the saved moments to other tensors, and only the
-  names tell.
+  names tell;
+- ``grads``: the model's accumulated gradients, by parameter name (a checkpoint taken
+  inside an accumulation window loses the part already summed);
+- ``ties``: which of the model's parameter names share one tensor (a restore that gives a
+  tied weight a Parameter of its own trains two tensors where there was one);
+- ``modes``: the model's modules' training modes.
 
-The process that saves writes the parts at each step the job logs (``MetricLog.log``); a
-process that resumes from step K (``MetricLog(..., resumed_from=K)``) puts them back at its
-first module forward, after whatever its own restore did, and reports what it put back and
-the job's line that last loaded each part (``load_state_dict``), for the evidence to name.
-If every step then matches, the part carries the whole difference of the resume.
+The process that saves writes the parts at each step the job logs (``MetricLog.log``) and
+once more at its end; a process that resumes from step K (``MetricLog(..., resumed_from=K)``)
+puts back, at its first module forward and after whatever its own restore did, the saving
+process's end when the last step that process logged is K (it may have saved inside step
+K+1), else its state at step K. It reports what it put back and the job's line that last
+loaded each part (``load_state_dict``), or that gave a tied name its own Parameter, or that
+set a module's mode, for the evidence to name. If every step then matches, the part carries
+the whole difference of the resume.
 
 Installed by the injected bootstrap from the patch file's ``restore_state``.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -28,9 +37,11 @@ from typing import Any
 from .import_hooks import on_import
 from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
 from .job_objects import by_param, live_objects, param_names, root_modules
+from .module_structure import grads, put_back_grads, put_back_modes, put_back_ties, structure
 
-PART_RE = r"^(model[1-9]|optimizer)$"
+PART_RE = r"^(model[1-9]|optimizer|grads|ties|modes)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
+END_FILE = ".triage-state-end{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
 
@@ -39,6 +50,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     """Save ``parts`` at each logged step and put them back after a resume, in this process
     (``pending``: module name -> callbacks, run by the bootstrap's import watcher)."""
     loaded: dict[int, str] = {}  # id(object) -> the job's line that last loaded its state
+    assigned: dict[tuple[int, str], str] = {}  # (id(module), name) -> the line that set it
+    moded: dict[int, str] = {}  # id(module) -> the job's line that last set its mode
     with open(report, "a") as fh:
         for part in parts:
             line = {"pid": os.getpid(), "target": f"restore-state {part}", "event": "patched"}
@@ -48,6 +61,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         torch = module or sys.modules["torch"]
         for cls in (torch.nn.Module, torch.optim.Optimizer):
             watch_loads(cls)
+        if "ties" in parts or "modes" in parts:
+            watch_structure(torch.nn.Module)
         name = "triage_agent.metrics"
         if name in sys.modules:
             on_metrics(sys.modules[name])
@@ -65,6 +80,24 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
         cls.load_state_dict = load_state_dict
 
+    def watch_structure(cls: Any) -> None:
+        register, train = cls.register_parameter, cls.train
+
+        def register_parameter(self: Any, name: str, param: Any) -> None:
+            where = job_line(_SKIP)
+            if where is not None:
+                assigned[(id(self), name)] = f"{where[0]}:{where[1]}"
+            return register(self, name, param)
+
+        def set_mode(self: Any, mode: bool = True) -> Any:
+            where = job_line(_SKIP)
+            if where is not None:
+                for m in self.modules():
+                    moded[id(m)] = f"{where[0]}:{where[1]}"
+            return train(self, mode)
+
+        cls.register_parameter, cls.train = register_parameter, set_mode
+
     def ordered_roots() -> list[Any]:
         return sorted(root_modules(), key=lambda m: -sum(p.numel() for p in m.parameters()))
 
@@ -73,8 +106,17 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
         roots = ordered_roots()
         snap: dict[str, Any] = {}
+        opts = live_objects(torch.optim.Optimizer)
         for part in parts:
-            if part == "optimizer":
+            if part in ("grads", "ties", "modes"):
+                if not roots:
+                    continue
+                if part == "grads":
+                    snap[part] = {n: g.detach().clone() for n, g in grads(roots[0]).items()}
+                else:
+                    key = "tied" if part == "ties" else "eval_modules"
+                    snap[part] = structure(roots[0], opts)[key]
+            elif part == "optimizer":
                 snap[part] = {
                     n: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in st.items()}
                     for n, st in by_param(roots, live_objects(torch.optim.Optimizer)).items()
@@ -91,7 +133,38 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         roots = ordered_roots()
         said: dict[str, Any] = {}
         for part, saved in snap.items():
-            if part == "optimizer":
+            if part in ("grads", "ties", "modes"):
+                if not roots:
+                    continue
+                root = roots[0]
+                if part == "grads":
+                    n = put_back_grads(root, saved)
+                    said[part] = {
+                        "what": f"{n} parameters' accumulated gradients",
+                        "loaded_at": loaded.get(id(root)),
+                    }
+                elif part == "ties":
+                    before = dict(assigned)  # rebinding below registers parameters too
+                    rebound = put_back_ties(root, saved, live_objects(torch.optim.Optimizer))
+                    owners = [_owner(root, name) for name in rebound]
+                    at = next((before[o] for o in owners if o in before), None)
+                    said[part] = {
+                        "what": f"{', '.join(rebound) or 'nothing'} tied again",
+                        "loaded_at": at,
+                    }
+                else:
+                    off = set(saved.split(",")) - {""}
+                    at = next(
+                        (
+                            moded[id(m)]
+                            for name, m in root.named_modules()
+                            if id(m) in moded and ((name or "<root>") in off) != (not m.training)
+                        ),
+                        None,
+                    )
+                    n = put_back_modes(root, saved)
+                    said[part] = {"what": f"{n} modules' training mode", "loaded_at": at}
+            elif part == "optimizer":
                 names = param_names(roots)
                 opts = live_objects(torch.optim.Optimizer)
                 n = 0
@@ -120,6 +193,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         cls = metrics.MetricLog
         if getattr(cls.log, "_triage_restore_state", False):
             return
+        steps: dict[int, list[int]] = {}  # id(MetricLog) -> the steps it logged
         orig_init, orig_log = cls.__init__, cls.log
 
         def at(log: Any, step: int) -> str:
@@ -128,9 +202,24 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         def __init__(log: Any, *args: Any, **kwargs: Any) -> None:
             orig_init(log, *args, **kwargs)
             resumed = kwargs.get("resumed_from", args[2] if len(args) > 2 else None)
-            if resumed is None or not os.path.exists(at(log, resumed)):
+            if resumed is None:
+                ended: list[int] = []
+
+                def at_end() -> None:
+                    if ended:
+                        torch.save(snapshot(), end_at(log, ended[-1]))
+
+                steps[id(log)] = ended
+                atexit.register(at_end)
                 return
-            snap = torch.load(at(log, resumed), weights_only=False)
+            # the saving process's end, when the last step it logged is this one: it may
+            # have saved inside the next step (an accumulation window), after step K's log
+            path = end_at(log, resumed)
+            if not os.path.exists(path):
+                path = at(log, resumed)
+            if not os.path.exists(path):
+                return
+            snap = torch.load(path, weights_only=False)
             out = str(log.file.parent / REPORT)
             handle: list[Any] = []
 
@@ -152,9 +241,13 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
             handle.append(torch.nn.modules.module.register_module_forward_pre_hook(first_forward))
 
+        def end_at(log: Any, step: int) -> str:
+            return str(log.file.parent / END_FILE.format(step=step, rank=log.rank))
+
         def log_step(log: Any, step: int, *args: Any, **kwargs: Any) -> Any:
             result = orig_log(log, step, *args, **kwargs)
             torch.save(snapshot(), at(log, step))
+            steps.get(id(log), []).append(step)
             return result
 
         log_step._triage_restore_state = True  # type: ignore[attr-defined]
@@ -164,3 +257,9 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         on_torch()
     else:
         pending.setdefault("torch", []).append(on_torch)
+
+
+def _owner(root: Any, name: str) -> tuple[int, str]:
+    """(id of the module that holds parameter ``name``, its attribute name)."""
+    owner, _, leaf = name.rpartition(".")
+    return id(root.get_submodule(owner) if owner else root), leaf

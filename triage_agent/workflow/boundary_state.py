@@ -246,7 +246,14 @@ def _capture(
                 p.unlink()  # a record of an earlier attempt must not pair with this one
         d.mkdir(parents=True, exist_ok=True)
         cfg = d / "config.json"
-        cfg.write_text(BoundaryConfig(out_dir=str(rec), after_step=k).model_dump_json())
+        # a run of several commands: the process that saves must reach its own end, or the
+        # next one resumes from another checkpoint than the run's
+        several = len(run.launch) > 1
+        cfg.write_text(
+            BoundaryConfig(
+                out_dir=str(rec), after_step=k, stop_only_resumed=several
+            ).model_dump_json()
+        )
         pp = run.env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
         changes = LaunchChanges(env=launch_env(cfg, pp))
         out = materialize(
@@ -298,7 +305,10 @@ def _round_trip(recs: list[BoundaryRecord], k: int, rank: int):
     saved = [r for r in both if resumed is None or r.pid != resumed.pid]
     if resumed is None or not saved or len(both) < 2:
         return None
-    return saved[-1], _pick(both, f"after-{k}", rank, resumed.pid)
+    # the saving process at its end, when the last step it logged is K: the state its
+    # checkpoint should hold, also when it saved inside step K+1 (an accumulation window)
+    end = [r for r in recs if r.point == f"end-{k}" and r.pid == saved[-1].pid and r.rank == rank]
+    return (end or saved)[-1], _pick(both, f"after-{k}", rank, resumed.pid)
 
 
 def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[PointDiff]:
@@ -568,6 +578,49 @@ def part_arms(case: Case, diffs: list[PointDiff]) -> list[Arm]:
                 )
             )
     return out[:2]
+
+
+STRUCTURE_PARTS = {
+    "grads": "the parameters' accumulated gradients",
+    "ties": "which parameter names share one tensor (and which tensors the optimizer holds)",
+    "modes": "the modules' training modes",
+}
+
+
+def structure_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """Training state no state_dict holds that differs between the process that saved and
+    the one that resumed from it: gradients accumulated before the save, parameters tied in
+    one and untied in the other, modules left in another mode. The saving process's is put
+    back after the resume (restore-state PART on the resumed run)."""
+    out: list[Arm] = []
+    for d in diffs:
+        if " saved vs " not in d.between:
+            continue
+        only = [p.split(":", 1)[1] for p in d.diff.only_a + d.diff.only_b]
+        differ = d.differs("tensor") + d.differs("scalar") + only
+        parts = {
+            "grads": any(p.startswith("model_grads.") for p in differ),
+            "ties": any(
+                p in ("model_structure.tied", "model_structure.outside_optimizer") for p in differ
+            ),
+            "modes": "model_structure.eval_modules" in differ,
+        }
+        run = d.between[0].lower()
+        k = d.point.removeprefix("after-")
+        for part in (p for p, hit in parts.items() if hit):
+            out.append(
+                _state_arm(
+                    run,
+                    f"restore-state {part}",
+                    "resume-state",
+                    f"state:{part} (not restored on resume)",
+                    f"run {run.upper()} resumed after step {k}, and {STRUCTURE_PARTS[part]} "
+                    "differ between the process that saved and the one that resumed: the "
+                    "checkpoint does not carry them",
+                    f"resume-structure|{run}|{part}",
+                )
+            )
+    return out[:3]
 
 
 def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
@@ -898,6 +951,7 @@ def boundary_arms(
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
     result.arms += part_arms(case, result.diffs)
+    result.arms += structure_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)
     result.arms += seed_arms(case, recs)
