@@ -348,6 +348,7 @@ class _Capture:
         self.seeding = False
         self.draws: dict[str, int] = {}
         self.last_step: int | None = None
+        self.saved = False  # an end record was written as a torch.save returned
 
     def seeded(self, fn: str, value: Any) -> None:
         """Record one seeding, with the job's frame that made it (never fails the job)."""
@@ -454,6 +455,7 @@ class _Capture:
         from .manifest import _sha
 
         self.rng_start["torch_cpu"] = _sha(torch.get_rng_state())
+        self.watch_saves(torch)
         self.watch_seeds(torch, ("manual_seed", "seed", "set_rng_state"), "torch")
         self.watch_seeds(torch.random, ("manual_seed", "seed", "set_rng_state"), "torch.random")
         self.watch_seeds(
@@ -529,11 +531,31 @@ class _Capture:
             self.finish()
         return None
 
+    def watch_saves(self, torch: Any) -> None:
+        """The saving process's state as each ``torch.save`` returns, named by the last step
+        it logged: the last one is what its checkpoint holds. A process that logged step K
+        and saved inside step K+1 (a checkpoint inside an accumulation window) saved
+        elsewhere than after-K."""
+        orig = torch.save
+        cap = self
+
+        @functools.wraps(orig)
+        def save(*args: Any, **kwargs: Any) -> Any:
+            out = orig(*args, **kwargs)
+            if not cap.resumed and cap.after and cap.last_step is not None:
+                cap.saved = True
+                cap.write(f"end-{cap.last_step}")
+            return out
+
+        torch.save = save
+
     def at_exit(self) -> None:
-        """The saving process's state at its end, named by the last step it logged: what its
-        checkpoint should hold. A process that logged step K and went on to save inside
-        step K+1 (a checkpoint inside an accumulation window) ends elsewhere than after-K."""
-        if not self.resumed and self.after and self.last_step is not None:
+        """A process that saved nothing through ``torch.save``: its state at its end, while
+        its training objects are still alive (a job that returned from its main function
+        has let them go, and a record without them would say they vanished)."""
+        if self.resumed or self.saved or not self.after or self.last_step is None:
+            return
+        if root_modules():
             self.write(f"end-{self.last_step}")
 
     def finish(self) -> None:

@@ -133,15 +133,18 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         roots = ordered_roots()
         said: dict[str, Any] = {}
         for part, saved in snap.items():
+            if part.startswith("_"):
+                continue
             if part in ("grads", "ties", "modes"):
                 if not roots:
                     continue
                 root = roots[0]
                 if part == "grads":
                     n = put_back_grads(root, saved)
+                    # nothing loads gradients: the place is the checkpoint that leaves them out
                     said[part] = {
                         "what": f"{n} parameters' accumulated gradients",
-                        "loaded_at": loaded.get(id(root)),
+                        "written_at": snap.get("_written_at"),
                     }
                 elif part == "ties":
                     before = dict(assigned)  # rebinding below registers parameters too
@@ -151,6 +154,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     said[part] = {
                         "what": f"{', '.join(rebound) or 'nothing'} tied again",
                         "loaded_at": at,
+                        "verb": "gives each a Parameter of its own",
                     }
                 else:
                     off = set(saved.split(",")) - {""}
@@ -163,7 +167,11 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         None,
                     )
                     n = put_back_modes(root, saved)
-                    said[part] = {"what": f"{n} modules' training mode", "loaded_at": at}
+                    said[part] = {
+                        "what": f"{n} modules' training mode",
+                        "loaded_at": at,
+                        "verb": "sets the mode",
+                    }
             elif part == "optimizer":
                 names = param_names(roots)
                 opts = live_objects(torch.optim.Optimizer)
@@ -194,6 +202,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         if getattr(cls.log, "_triage_restore_state", False):
             return
         steps: dict[int, list[int]] = {}  # id(MetricLog) -> the steps it logged
+        save = torch.save  # the job's own, before any wrapping below
         orig_init, orig_log = cls.__init__, cls.log
 
         def at(log: Any, step: int) -> str:
@@ -204,11 +213,24 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             resumed = kwargs.get("resumed_from", args[2] if len(args) > 2 else None)
             if resumed is None:
                 ended: list[int] = []
+                saved: list[bool] = []
+
+                def at_save(*args: Any, **kwargs: Any) -> Any:
+                    result = save(*args, **kwargs)
+                    if ended:  # the state a checkpoint written after step K holds
+                        saved.append(True)
+                        snap = snapshot()
+                        where = job_line(_SKIP)
+                        snap["_written_at"] = f"{where[0]}:{where[1]}" if where else None
+                        save(snap, end_at(log, ended[-1]))
+                    return result
 
                 def at_end() -> None:
-                    if ended:
-                        torch.save(snapshot(), end_at(log, ended[-1]))
+                    # nothing saved through torch.save: the end, while the objects live
+                    if ended and not saved and root_modules():
+                        save(snapshot(), end_at(log, ended[-1]))
 
+                torch.save = at_save
                 steps[id(log)] = ended
                 atexit.register(at_end)
                 return
@@ -246,7 +268,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
         def log_step(log: Any, step: int, *args: Any, **kwargs: Any) -> Any:
             result = orig_log(log, step, *args, **kwargs)
-            torch.save(snapshot(), at(log, step))
+            save(snapshot(), at(log, step))
             steps.get(id(log), []).append(step)
             return result
 

@@ -135,11 +135,19 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
             said.update(json.loads(f.read_text()))
         except (OSError, ValueError):
             continue
-    parts = [
-        f"{_short(v['loaded_at'])} (loads {name}: {v.get('what', '')})"
-        for name, v in sorted(said.items())
-        if isinstance(v, dict) and v.get("loaded_at")
-    ]
+    parts = []
+    for name, v in sorted(said.items()):
+        if not isinstance(v, dict):
+            continue
+        if v.get("loaded_at"):
+            verb = v.get("verb") or f"loads {name}"
+            parts.append(f"{_short(v['loaded_at'])} ({verb}: {v.get('what', '')})")
+        elif v.get("written_at"):
+            # a part no load touches (gradients): the checkpoint written without it
+            parts.append(
+                f"{_short(v['written_at'])} (writes the checkpoint, which leaves out "
+                f"{name}: {v.get('what', '')})"
+            )
     return "; ".join(parts[:2]) or None
 
 

@@ -596,7 +596,7 @@ def structure_arms(diffs: list[PointDiff]) -> list[Arm]:
     for d in diffs:
         if " saved vs " not in d.between:
             continue
-        only = [p.split(":", 1)[1] for p in d.diff.only_a + d.diff.only_b]
+        only = [p.split(":", 1)[1] for p in d.diff.only_in_a + d.diff.only_in_b]
         differ = d.differs("tensor") + d.differs("scalar") + only
         parts = {
             "grads": any(p.startswith("model_grads.") for p in differ),
