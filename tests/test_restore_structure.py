@@ -1,0 +1,255 @@
+"""Training state no state_dict holds: modules' modes, parameter names sharing one tensor, the
+optimizer's membership, gradients accumulated before a checkpoint. Observed by the state
+capture, put back by ``restore-state grads|ties|modes`` and by ``isolate-writes``, on jobs
+that are not corpus cases:
+
+- an autoencoder whose decoder is tied to its encoder, resumed by code that gives the
+  decoder a Parameter of its own: ``restore-state ties`` proves it, named at that line;
+- a job that checkpoints every five micro-batches of a four-micro-batch window, with a
+  checkpoint that holds no gradients: ``restore-state grads`` proves it, named at the line
+  that writes the checkpoint;
+- a monitoring helper under a flag that scores the model in eval mode and never puts it
+  back: ``isolate-writes`` on the helper proves it, named inside the helper.
+"""
+
+from __future__ import annotations
+
+import torch
+from test_workflow_support import resume_case, script_case, triage
+
+from triage_agent.ledger_view import verdict_basis
+from triage_agent.manifest import build_manifest, diff_manifests
+from triage_agent.module_structure import (
+    grads,
+    put_back_grads,
+    put_back_modes,
+    put_back_ties,
+    structure,
+)
+from triage_agent.records import EvidenceResult
+from triage_agent.workflow.boundary_state import PointDiff, structure_arms
+
+
+class Tied(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = torch.nn.Linear(4, 3, bias=False)
+        self.drop = torch.nn.Dropout(0.5)
+        self.dec = torch.nn.Linear(3, 4, bias=False)
+        self.dec.weight = self.enc.weight  # (3, 4): one tensor, two names
+
+
+def test_structure_sees_modes_ties_and_what_no_optimizer_holds_and_puts_them_back():
+    torch.manual_seed(0)
+    m = Tied()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    saved = structure(m, [opt])
+    assert saved == {"eval_modules": "", "tied": "enc.weight=dec.weight", "outside_optimizer": ""}
+    m.drop.eval()
+    m.dec.weight = torch.nn.Parameter(m.enc.weight.detach().clone())
+    now = structure(m, [opt])
+    assert now["eval_modules"] == "drop" and now["tied"] == ""
+    assert now["outside_optimizer"] == "dec.weight"
+    assert put_back_ties(m, saved["tied"], [opt]) == ["dec.weight"]
+    assert m.dec.weight is m.enc.weight  # the one the optimizer steps
+    assert put_back_modes(m, saved["eval_modules"]) == 1 and m.drop.training
+    assert structure(m, [opt]) == saved
+
+
+def test_gradients_are_read_by_name_and_put_back_as_they_were():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    m(torch.randn(5, 3)).sum().backward()
+    kept = {n: g.clone() for n, g in grads(m).items()}
+    assert set(kept) == {"weight", "bias"}
+    m.zero_grad(set_to_none=True)
+    assert grads(m) == {}
+    assert put_back_grads(m, kept) == 2
+    assert torch.equal(m.weight.grad, kept["weight"]) and torch.equal(m.bias.grad, kept["bias"])
+
+
+def _trip(a: dict, b: dict) -> PointDiff:
+    diff = diff_manifests(build_manifest(a, rank=0), build_manifest(b, rank=0))
+    return PointDiff(point="after-2", rank=0, between="B saved vs B resumed", diff=diff)
+
+
+def test_a_round_trip_that_loses_grads_ties_or_modes_asks_for_that_part_alone():
+    g = {"w": torch.ones(2)}
+    whole = {"model_structure": {"eval_modules": "", "tied": "a=b"}, "model_grads": g}
+    lost = {"model_structure": {"eval_modules": "", "tied": ""}, "model_grads": {}}
+    arms = structure_arms([_trip(whole, lost)])
+    assert [a.intervention for a in arms] == ["restore-state grads", "restore-state ties"]
+    assert all(a.run == "b" and a.location.startswith("state:") for a in arms)
+    moded = {"model_structure": {"eval_modules": "drop", "tied": "a=b"}, "model_grads": g}
+    assert [a.intervention for a in structure_arms([_trip(whole, moded)])] == [
+        "restore-state modes"
+    ]
+    # between the two runs, not across a resume: no restore applies
+    same = _trip(whole, lost).model_copy(update={"between": "A vs B"})
+    assert structure_arms([same]) == []
+
+
+TIED_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+
+class AutoEncoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.Linear(6, 3, bias=False)
+        self.dec = torch.nn.Linear(6, 3, bias=False)  # used transposed: x @ dec.weight
+        self.dec.weight = self.enc.weight
+
+
+def restore(net, opt, path):
+    ck = torch.load(path)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    net.dec.weight = torch.nn.Parameter(ck["net"]["dec.weight"].clone())
+    return ck["step"]
+
+
+torch.manual_seed(1)
+net = AutoEncoder()
+opt = torch.optim.Adam(net.parameters(), lr=0.01)
+x = torch.randn(16, 6)
+step, resumed = 0, None
+if resume != "-":
+    resumed = restore(net, opt, resume)
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = (torch.tanh(net.enc(x)) @ net.dec.weight - x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach(), grad=net.enc.weight.grad.norm())
+    if step == last and save != "-":
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step}, save)
+    step += 1
+log.close()
+"""
+
+
+def test_a_resume_that_unties_a_weight_is_proven_by_tying_it_again(tmp_path):
+    job = TIED_JOB
+    (tmp_path / "train.py").write_text(job)
+    case = resume_case(tmp_path, "untied", steps=5, save_at=2, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 3
+    assert v is not None and v.classification.value == "bug", v
+    line = next(i for i, s in enumerate(job.splitlines(), 1) if "torch.nn.Parameter(ck" in s)
+    assert f"train.py:{line}" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["restore-state ties"]
+    assert proof.result == EvidenceResult.supported
+
+
+WINDOW_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, micro_to, ckpt, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+PER_STEP, EVERY = 4, 5
+
+
+def write(path, net, opt, micro):
+    torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "micro": micro}, path)
+
+
+torch.manual_seed(2)
+net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+data = torch.randn(64, 5)
+micro, resumed = 0, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    micro = ck["micro"]
+    resumed = micro // PER_STEP - 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while micro < micro_to:
+    if micro % PER_STEP == 0:
+        opt.zero_grad(set_to_none=True)
+    x = data[(micro * 4) % 64 :][:4]
+    (net(x).pow(2).mean() / PER_STEP).backward()
+    micro += 1
+    if micro % PER_STEP == 0:
+        norm = torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        opt.step()
+        log.log(micro // PER_STEP - 1, grad_norm=norm)
+    if ckpt != "-" and micro % EVERY == 0:
+        write(ckpt, net, opt, micro)
+log.close()
+"""
+
+
+def test_a_checkpoint_inside_an_accumulation_window_is_proven_by_its_gradients(tmp_path):
+    (tmp_path / "train.py").write_text(WINDOW_JOB)
+    # B stops after micro-batch 10 (a checkpoint there, two micro-batches into step 2)
+    case = resume_case(tmp_path, "window", steps=20, save_at=10, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 2
+    assert v is not None and v.classification.value == "bug", v
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["restore-state grads"]
+    assert proof.result == EvidenceResult.supported
+    # no load brings gradients back: the place is the line that writes the checkpoint
+    line = next(i for i, s in enumerate(WINDOW_JOB.splitlines(), 1) if "torch.save(" in s)
+    assert f"train.py:{line} (writes the checkpoint" in (v.location or ""), v.location
+
+
+MONITOR = """import torch
+
+
+def probe_score(net, x):
+    net.eval()
+    with torch.no_grad():
+        return net(x).mean().item()
+"""
+
+MONITORED_JOB = """import sys
+
+import torch
+
+import monitor
+from triage_agent.metrics import MetricLog
+
+torch.manual_seed(3)
+net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(net.parameters(), lr=0.05)
+x, probe = torch.randn(8, 6), torch.randn(4, 6)
+net.train()
+with MetricLog(sys.argv[1], rank=0) as log:
+    for step in range(6):
+        loss = net(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+        if "--monitor" in sys.argv and step == 2:
+            print("probe", monitor.probe_score(net, probe))
+"""
+
+
+def test_a_helper_that_leaves_the_model_in_eval_mode_is_proven_by_isolating_it(tmp_path):
+    case = script_case(
+        tmp_path, "monitor", "--monitor", {"train.py": MONITORED_JOB, "monitor.py": MONITOR}
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 3
+    assert v is not None and v.classification.value == "bug", v
+    assert "monitor.py:" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["isolate-writes monitor:probe_score"]
