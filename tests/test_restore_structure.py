@@ -18,7 +18,7 @@ import torch
 from test_workflow_support import resume_case, script_case, triage
 
 from triage_agent.ledger_view import verdict_basis
-from triage_agent.manifest import build_manifest, diff_manifests
+from triage_agent.manifest import BoundaryRecord, build_manifest, diff_manifests
 from triage_agent.module_structure import (
     grads,
     put_back_grads,
@@ -68,25 +68,36 @@ def test_gradients_are_read_by_name_and_put_back_as_they_were():
     assert torch.equal(m.weight.grad, kept["weight"]) and torch.equal(m.bias.grad, kept["bias"])
 
 
-def _trip(a: dict, b: dict) -> PointDiff:
-    diff = diff_manifests(build_manifest(a, rank=0), build_manifest(b, rank=0))
-    return PointDiff(point="after-2", rank=0, between="B saved vs B resumed", diff=diff)
+def _manifest(structure_: dict, grads_: dict):
+    return build_manifest({"model_structure": structure_, "model_grads": grads_}, rank=0)
 
 
 def test_a_round_trip_that_loses_grads_ties_or_modes_asks_for_that_part_alone():
-    g = {"w": torch.ones(2)}
-    whole = {"model_structure": {"eval_modules": "", "tied": "a=b"}, "model_grads": g}
-    lost = {"model_structure": {"eval_modules": "", "tied": ""}, "model_grads": {}}
-    arms = structure_arms([_trip(whole, lost)])
+    step_end, window = {"w": torch.ones(2)}, {"w": torch.full((2,), 0.5)}
+    tied = {"eval_modules": "", "tied": "a=b"}
+    # the saving process: after step 2, then as it wrote its checkpoint inside step 3
+    after = BoundaryRecord(point="after-2", pid=1, manifest=_manifest(tied, step_end))
+    end = BoundaryRecord(point="end-2", pid=1, manifest=_manifest(tied, window))
+    lost = _manifest({"eval_modules": "", "tied": ""}, {})
+
+    def trip(saved, resumed) -> PointDiff:
+        d = diff_manifests(saved, resumed)
+        return PointDiff(point="after-2", rank=0, between="B saved vs B resumed", diff=d)
+
+    arms = structure_arms([trip(end.manifest, lost)], {"b": [after, end]}, 2)
     assert [a.intervention for a in arms] == ["restore-state grads", "restore-state ties"]
     assert all(a.run == "b" and a.location.startswith("state:") for a in arms)
-    moded = {"model_structure": {"eval_modules": "drop", "tied": "a=b"}, "model_grads": g}
-    assert [a.intervention for a in structure_arms([_trip(whole, moded)])] == [
-        "restore-state modes"
-    ]
+    # saved at the step boundary, its gradients are the step's leftovers the next one
+    # zeroes: a resume that drops them loses nothing
+    at_boundary = end.model_copy(update={"manifest": _manifest(tied, step_end)})
+    arms = structure_arms([trip(at_boundary.manifest, lost)], {"b": [after, at_boundary]}, 2)
+    assert [a.intervention for a in arms] == ["restore-state ties"]
+    moded = _manifest({"eval_modules": "drop", "tied": "a=b"}, window)
+    arms = structure_arms([trip(end.manifest, moded)], {"b": [after, end]}, 2)
+    assert [a.intervention for a in arms] == ["restore-state modes"]
     # between the two runs, not across a resume: no restore applies
-    same = _trip(whole, lost).model_copy(update={"between": "A vs B"})
-    assert structure_arms([same]) == []
+    same = trip(end.manifest, lost).model_copy(update={"between": "A vs B"})
+    assert structure_arms([same], {"b": [after, end]}, 2) == []
 
 
 TIED_JOB = """import sys

@@ -49,13 +49,20 @@ def test_the_state_captured_by_the_baselines_spares_the_state_relaunch(tmp_path)
     # the capture only reads: every metric bit of both runs as without it
     assert {k.split("/")[0] for k, lines in _metric_bytes(plain).items() if lines} == {"a", "b"}
     assert _metric_bytes(plain) == _metric_bytes(captured)
-    # A ran through (init, after-2, step-3); B saved at 2 and a new process resumed from it
+    # A ran through (init, after-2, step-3); B saved at 2 (its state as the checkpoint was
+    # written: end-2) and a new process resumed from it
     points = {
         o.run: sorted(p.name.split("-rank")[0] for p in (finished_dir(o) / STATE_RECORDS).glob("*"))
         for o in captured
     }
     assert points["a"] == ["state-after-2", "state-init", "state-step-3"]
-    assert points["b"] == ["state-after-2", "state-after-2", "state-init", "state-step-3"]
+    assert points["b"] == [
+        "state-after-2",
+        "state-after-2",
+        "state-end-2",
+        "state-init",
+        "state-step-3",
+    ]
 
     rep = characterize(case, None, captured[0].metrics, captured[1].metrics)
     assert rep.step == 3

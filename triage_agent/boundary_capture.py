@@ -542,7 +542,7 @@ class _Capture:
         @functools.wraps(orig)
         def save(*args: Any, **kwargs: Any) -> Any:
             out = orig(*args, **kwargs)
-            if not cap.resumed and cap.after and cap.last_step is not None:
+            if not cap.resumed and cap.after and cap.last_step == cap.cfg.after_step:
                 cap.saved = True
                 cap.write(f"end-{cap.last_step}")
             return out
@@ -553,8 +553,10 @@ class _Capture:
         """A process that saved nothing through ``torch.save``: its state at its end, while
         its training objects are still alive (a job that returned from its main function
         has let them go, and a record without them would say they vanished)."""
-        if self.resumed or self.saved or not self.after or self.last_step is None:
+        if self.resumed or self.saved or not self.after:
             return
+        if self.last_step != self.cfg.after_step:
+            return  # it went on past K: its end is no checkpoint a resume from K reads
         if root_modules():
             self.write(f"end-{self.last_step}")
 

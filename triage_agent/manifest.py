@@ -86,8 +86,9 @@ class BoundaryRecord(BaseModel):
 
     ``point`` is ``init`` (the first forward of a process that did not resume: after
     initialisation, before step 0 computes), ``after-K`` (the job reported step K, or a
-    process resumed from K) or ``step-K`` (the first forward of step K: its ``batch.*``
-    tensors are the inputs that step consumed). ``writes`` are the writes to data cursors
+    process resumed from K), ``step-K`` (the first forward of step K: its ``batch.*``
+    tensors are the inputs that step consumed) or ``end-K`` (a process whose last reported
+    step is K, as it wrote a checkpoint with ``torch.save``, else at its exit). ``writes`` are the writes to data cursors
     between ``after-(K-1)`` and ``step-K`` in this process."""
 
     point: str

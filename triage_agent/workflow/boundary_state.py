@@ -587,26 +587,51 @@ STRUCTURE_PARTS = {
 }
 
 
-def structure_arms(diffs: list[PointDiff]) -> list[Arm]:
+def _grads_since_boundary(recs: list[BoundaryRecord], k: int | None, rank: int) -> bool:
+    """Whether the saving process wrote its checkpoint with gradients other than those it
+    held when step K ended: it saved inside step K+1 (an accumulation window under way).
+    Gradients left over at a step boundary are what the next step zeroes; those summed
+    since are what a resume must carry."""
+    if k is None:
+        return False
+    ends = [r for r in recs if r.point == f"end-{k}" and r.rank == rank]
+    if not ends:
+        return False
+    after = _pick(recs, f"after-{k}", rank, ends[-1].pid)
+    if after is None:
+        return False
+
+    def grads_of(r: BoundaryRecord) -> dict[str, Any]:
+        return {p: t for p, t in r.manifest.tensors.items() if p.startswith("model_grads.")}
+
+    return grads_of(after) != grads_of(ends[-1])
+
+
+def structure_arms(
+    diffs: list[PointDiff],
+    recs: dict[str, list[BoundaryRecord]] | None = None,
+    k: int | None = None,
+) -> list[Arm]:
     """Training state no state_dict holds that differs between the process that saved and
-    the one that resumed from it: gradients accumulated before the save, parameters tied in
-    one and untied in the other, modules left in another mode. The saving process's is put
-    back after the resume (restore-state PART on the resumed run)."""
+    the one that resumed from it: gradients accumulated inside the step the save cut,
+    parameters tied in one and untied in the other, modules left in another mode. The saving
+    process's is put back after the resume (restore-state PART on the resumed run)."""
     out: list[Arm] = []
     for d in diffs:
         if " saved vs " not in d.between:
             continue
         only = [p.split(":", 1)[1] for p in d.diff.only_in_a + d.diff.only_in_b]
         differ = d.differs("tensor") + d.differs("scalar") + only
+        run = d.between[0].lower()
+        cut = _grads_since_boundary((recs or {}).get(run, []), k, d.rank)
         parts = {
-            "grads": any(p.startswith("model_grads.") for p in differ),
+            "grads": cut and any(p.startswith("model_grads.") for p in differ),
             "ties": any(
                 p in ("model_structure.tied", "model_structure.outside_optimizer") for p in differ
             ),
             "modes": "model_structure.eval_modules" in differ,
         }
-        run = d.between[0].lower()
-        k = d.point.removeprefix("after-")
+        at = d.point.removeprefix("after-")
         for part in (p for p, hit in parts.items() if hit):
             out.append(
                 _state_arm(
@@ -614,7 +639,7 @@ def structure_arms(diffs: list[PointDiff]) -> list[Arm]:
                     f"restore-state {part}",
                     "resume-state",
                     f"state:{part} (not restored on resume)",
-                    f"run {run.upper()} resumed after step {k}, and {STRUCTURE_PARTS[part]} "
+                    f"run {run.upper()} resumed after step {at}, and {STRUCTURE_PARTS[part]} "
                     "differ between the process that saved and the one that resumed: the "
                     "checkpoint does not carry them",
                     f"resume-structure|{run}|{part}",
@@ -951,7 +976,7 @@ def boundary_arms(
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
     result.arms += part_arms(case, result.diffs)
-    result.arms += structure_arms(result.diffs)
+    result.arms += structure_arms(result.diffs, recs, k)
     result.arms += attr_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)
     result.arms += seed_arms(case, recs)
