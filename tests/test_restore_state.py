@@ -66,7 +66,7 @@ def test_restore_state_reads_back_and_refuses_an_unknown_part():
         "restore-state model1,optimizer"
     )
     with pytest.raises(InputError, match="restore-state PART"):
-        parse_intervention("restore-state model")
+        parse_intervention("restore-state weights")
 
 
 def test_optimizer_state_by_name_sees_moments_moved_to_other_parameters():

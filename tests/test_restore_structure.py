@@ -44,15 +44,22 @@ def test_structure_sees_modes_ties_and_what_no_optimizer_holds_and_puts_them_bac
     m = Tied()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     saved = structure(m, [opt])
-    assert saved == {"eval_modules": "", "tied": "enc.weight=dec.weight", "outside_optimizer": ""}
+    assert saved == {
+        "eval_modules": "",
+        "frozen": "",
+        "tied": "enc.weight=dec.weight",
+        "outside_optimizer": "",
+    }
     m.drop.eval()
+    m.enc.weight.requires_grad_(False)
     m.dec.weight = torch.nn.Parameter(m.enc.weight.detach().clone())
     now = structure(m, [opt])
-    assert now["eval_modules"] == "drop" and now["tied"] == ""
+    assert now["eval_modules"] == "drop" and now["tied"] == "" and now["frozen"] == "enc.weight"
     assert now["outside_optimizer"] == "dec.weight"
     assert put_back_ties(m, saved["tied"], [opt]) == ["dec.weight"]
     assert m.dec.weight is m.enc.weight  # the one the optimizer steps
-    assert put_back_modes(m, saved["eval_modules"]) == 1 and m.drop.training
+    assert put_back_modes(m, saved["eval_modules"], saved["frozen"]) == 2
+    assert m.drop.training and m.enc.weight.requires_grad
     assert structure(m, [opt]) == saved
 
 

@@ -234,7 +234,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state modelK|optimizer|grads|ties|modes, "
+    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|grads|ties|modes, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -292,7 +292,7 @@ def parse_intervention(text: str) -> Intervention:
             if not parts or not all(re.fullmatch(PART_RE, p) for p in parts):
                 raise _bad(
                     text,
-                    "expected restore-state PART[,PART] with PART model1..model9, optimizer, "
+                    "expected restore-state PART[,PART] with PART model, model1..model9, optimizer, "
                     "grads, ties or modes",
                 )
             return RestoreStateIntervention(parts=parts)

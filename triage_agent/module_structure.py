@@ -15,15 +15,18 @@ from typing import Any
 
 
 def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
-    """Modules in eval mode, names that share a parameter, parameters no optimizer holds
-    (only when the job has an optimizer that holds the module's own tensors)."""
+    """Modules in eval mode, parameters frozen (``requires_grad`` off), names that share a
+    parameter, parameters no optimizer holds (only when the job has an optimizer that holds
+    the module's own tensors)."""
     eval_modules = sorted(name or "<root>" for name, m in root.named_modules() if not m.training)
+    frozen = sorted(n for n, p in root.named_parameters() if not p.requires_grad)
     groups: dict[int, list[str]] = {}
     for name, p in root.named_parameters(remove_duplicate=False):
         groups.setdefault(id(p), []).append(name)
     held = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
     out = {
         "eval_modules": ",".join(eval_modules),
+        "frozen": ",".join(frozen),
         "tied": ";".join(sorted("=".join(names) for names in groups.values() if len(names) > 1)),
     }
     if held & set(groups):
@@ -37,8 +40,9 @@ def grads(root: Any) -> dict[str, Any]:
     return {n: p.grad for n, p in root.named_parameters() if p.grad is not None}
 
 
-def put_back_modes(root: Any, eval_modules: str) -> int:
-    """Set each module's training flag as it was; the number of modules changed."""
+def put_back_modes(root: Any, eval_modules: str, frozen: str | None = None) -> int:
+    """Set each module's training flag, and each parameter's ``requires_grad`` where
+    ``frozen`` is given, as they were; the number changed."""
     off = set(eval_modules.split(",")) - {""}
     n = 0
     for name, m in root.named_modules():
@@ -46,6 +50,13 @@ def put_back_modes(root: Any, eval_modules: str) -> int:
         if m.training != want:
             m.training = want
             n += 1
+    if frozen is not None:
+        fixed = set(frozen.split(",")) - {""}
+        for name, p in root.named_parameters():
+            want = name not in fixed
+            if p.requires_grad != want:
+                p.requires_grad_(want)
+                n += 1
     return n
 
 

@@ -351,7 +351,8 @@ class FunctionPatch(BaseModel):
         default=False,
         description="call the function itself, with the tensors it is handed (and those of the "
         "modules and objects it is handed) copied before the call and put back after it, and "
-        "the modes of the modules it is handed too: its writes to them cannot reach training; "
+        "the modes and trainability of the modules it is handed too: its writes to them cannot "
+        "reach training; "
         "what it returns is kept",
     )
 
@@ -503,8 +504,11 @@ def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
         import torch
 
         saved = [(t, t.detach().clone()) for t in _handed_tensors(args, kwargs)]
-        # a module's mode is written like its buffers: eval() left behind stops its dropout
-        modes = [(m, m.training) for m in _handed_modules(args, kwargs)]
+        # a module's mode and its parameters' trainability are written like its buffers:
+        # eval() left behind stops its dropout, requires_grad off stops its training
+        handed = _handed_modules(args, kwargs)
+        modes = [(m, m.training) for m in handed]
+        trainable = [(p, p.requires_grad) for m in handed for p in m.parameters(recurse=False)]
         try:
             return original(*args, **kwargs)
         finally:
@@ -514,6 +518,9 @@ def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
                         t.copy_(copy)
             for m, training in modes:
                 m.training = training
+            for p, wanted in trainable:
+                if p.requires_grad != wanted:
+                    p.requires_grad_(wanted)
 
     return isolated
 

@@ -2,6 +2,8 @@
 
 Parts are named as the state capture names them (:func:`triage_agent.boundary_capture.state_now`):
 
+- ``model``: the largest top-level module's own state (a checkpoint that rounds or drops
+  part of it on the way);
 - ``modelK`` (K >= 1): the K-th top-level module by size after the largest, the ``model``
   (a teacher, an EMA copy, a second network);
 - ``optimizer``: every optimizer's per-parameter state, keyed by the parameter's name in
@@ -12,7 +14,7 @@ Parts are named as the state capture names them (:func:`triage_agent.boundary_ca
   inside an accumulation window loses the part already summed);
 - ``ties``: which of the model's parameter names share one tensor (a restore that gives a
   tied weight a Parameter of its own trains two tensors where there was one);
-- ``modes``: the model's modules' training modes.
+- ``modes``: the model's modules' training modes and its parameters' ``requires_grad``.
 
 The process that saves writes the parts at each step the job logs (``MetricLog.log``) and
 once more at its end; a process that resumes from step K (``MetricLog(..., resumed_from=K)``)
@@ -39,7 +41,7 @@ from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
 from .job_objects import by_param, live_objects, param_names, root_modules
 from .module_structure import grads, put_back_grads, put_back_modes, put_back_ties, structure
 
-PART_RE = r"^(model[1-9]|optimizer|grads|ties|modes)$"
+PART_RE = r"^(model[1-9]?|optimizer|grads|ties|modes)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 END_FILE = ".triage-state-end{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
@@ -113,17 +115,19 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     continue
                 if part == "grads":
                     snap[part] = {n: g.detach().clone() for n, g in grads(roots[0]).items()}
+                elif part == "ties":
+                    snap[part] = structure(roots[0], opts)["tied"]
                 else:
-                    key = "tied" if part == "ties" else "eval_modules"
-                    snap[part] = structure(roots[0], opts)[key]
+                    now = structure(roots[0], opts)
+                    snap[part] = {k: now[k] for k in ("eval_modules", "frozen")}
             elif part == "optimizer":
                 snap[part] = {
                     n: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in st.items()}
                     for n, st in by_param(roots, live_objects(torch.optim.Optimizer)).items()
                 }
-            elif int(part[5:]) < len(roots):
+            elif int(part[5:] or 0) < len(roots):
                 snap[part] = {
-                    k: v.detach().clone() for k, v in roots[int(part[5:])].state_dict().items()
+                    k: v.detach().clone() for k, v in roots[int(part[5:] or 0)].state_dict().items()
                 }
         return snap
 
@@ -157,7 +161,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         "verb": "gives each a Parameter of its own",
                     }
                 else:
-                    off = set(saved.split(",")) - {""}
+                    off = set(saved["eval_modules"].split(",")) - {""}
                     at = next(
                         (
                             moded[id(m)]
@@ -166,7 +170,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         ),
                         None,
                     )
-                    n = put_back_modes(root, saved)
+                    n = put_back_modes(root, saved["eval_modules"], saved["frozen"])
                     said[part] = {
                         "what": f"{n} modules' training mode",
                         "loaded_at": at,
@@ -185,13 +189,15 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 at = next((loaded[id(o)] for o in opts if id(o) in loaded), None)
                 said[part] = {"what": f"{n} parameters' optimizer state, by name", "loaded_at": at}
             else:
-                k = int(part[5:])
+                k = int(part[5:] or 0)
                 if k < len(roots):
                     at = loaded.get(id(roots[k]))  # the job's load, before this one
                     roots[k].load_state_dict(saved)
                     said[part] = {
                         "what": f"{type(roots[k]).__name__} ({len(saved)} tensors)",
                         "loaded_at": at,
+                        # the main model: what was saved may be where it went wrong
+                        "written_at": snap.get("_written_at") if k == 0 else None,
                     }
         return said
 

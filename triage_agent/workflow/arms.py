@@ -139,7 +139,13 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
     for name, v in sorted(said.items()):
         if not isinstance(v, dict):
             continue
-        if v.get("loaded_at"):
+        if v.get("loaded_at") and v.get("written_at"):
+            # a round trip that changes it: the write and the load are both its place
+            parts.append(
+                f"{_short(v['written_at'])} (writes the checkpoint) and "
+                f"{_short(v['loaded_at'])} (loads {name}: {v.get('what', '')})"
+            )
+        elif v.get("loaded_at"):
             verb = v.get("verb") or f"loads {name}"
             parts.append(f"{_short(v['loaded_at'])} ({verb}: {v.get('what', '')})")
         elif v.get("written_at"):

@@ -581,9 +581,10 @@ def part_arms(case: Case, diffs: list[PointDiff]) -> list[Arm]:
 
 
 STRUCTURE_PARTS = {
+    "model": "the model's own weights",
     "grads": "the parameters' accumulated gradients",
     "ties": "which parameter names share one tensor (and which tensors the optimizer holds)",
-    "modes": "the modules' training modes",
+    "modes": "the modules' training modes (and which parameters train)",
 }
 
 
@@ -625,11 +626,16 @@ def structure_arms(
         run = d.between[0].lower()
         cut = _grads_since_boundary((recs or {}).get(run, []), k, d.rank)
         parts = {
+            # the checkpoint's round trip changes the model itself (a save in lower
+            # precision, a part dropped and rebuilt)
+            "model": any(p.startswith("model.") for p in d.differs("tensor")),
             "grads": cut and any(p.startswith("model_grads.") for p in differ),
             "ties": any(
                 p in ("model_structure.tied", "model_structure.outside_optimizer") for p in differ
             ),
-            "modes": "model_structure.eval_modules" in differ,
+            "modes": any(
+                p in ("model_structure.eval_modules", "model_structure.frozen") for p in differ
+            ),
         }
         at = d.point.removeprefix("after-")
         for part in (p for p, hit in parts.items() if hit):
@@ -645,7 +651,7 @@ def structure_arms(
                     f"resume-structure|{run}|{part}",
                 )
             )
-    return out[:3]
+    return out[:4]
 
 
 def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
