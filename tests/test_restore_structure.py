@@ -271,3 +271,97 @@ def test_a_helper_that_leaves_the_model_in_eval_mode_is_proven_by_isolating_it(t
     assert "monitor.py:" in (v.location or ""), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["isolate-writes monitor:probe_score"]
+
+
+LOSSY_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+
+def write(path, net, opt, step):
+    small = {k: v.to(torch.bfloat16) for k, v in net.state_dict().items()}
+    torch.save({"net": small, "opt": opt.state_dict(), "step": step}, path)
+
+
+def read(path, net, opt):
+    ck = torch.load(path)
+    net.load_state_dict({k: v.float() for k, v in ck["net"].items()})
+    opt.load_state_dict(ck["opt"])
+    return ck["step"]
+
+
+torch.manual_seed(4)
+net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.Adam(net.parameters(), lr=0.01)
+x = torch.randn(16, 5)
+step, resumed = 0, None
+if resume != "-":
+    resumed = read(resume, net, opt)
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = net(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if step == last and save != "-":
+        write(save, net, opt, step)
+    step += 1
+log.close()
+"""
+
+
+def test_a_checkpoint_that_rounds_the_model_is_proven_and_named_at_its_write_and_load(tmp_path):
+    (tmp_path / "train.py").write_text(LOSSY_JOB)
+    case = resume_case(tmp_path, "lossy", steps=5, save_at=2, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 3
+    assert v is not None and v.classification.value == "bug", v
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["restore-state model"]
+    lines = LOSSY_JOB.splitlines()
+    wrote = next(i for i, s in enumerate(lines, 1) if "torch.save(" in s)
+    loaded = next(i for i, s in enumerate(lines, 1) if "net.load_state_dict(" in s)
+    assert f"train.py:{wrote} (writes the checkpoint)" in (v.location or ""), v.location
+    assert f"train.py:{loaded} (loads model" in (v.location or ""), v.location
+
+
+PROBE = """import torch
+
+
+def fit_probe(backbone, x):
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    feats = backbone(x)
+    w = torch.zeros(feats.shape[1], requires_grad=True)
+    (feats @ w).pow(2).mean().backward()
+    return w.grad.norm().item()
+"""
+
+PROBED_JOB = (
+    MONITORED_JOB.replace("import monitor", "import probe")
+    .replace(
+        'if "--monitor" in sys.argv and step == 2:\n            print("probe", monitor.probe_score(net, probe))',
+        'if "--probe" in sys.argv and step == 2:\n            print("probe", probe.fit_probe(net[0], x))',
+    )
+    .replace("x, probe = torch.randn(8, 6), torch.randn(4, 6)", "x = torch.randn(8, 6)")
+)
+
+
+def test_a_helper_that_leaves_parameters_frozen_is_proven_by_isolating_it(tmp_path):
+    assert "probe.fit_probe(net[0], x)" in PROBED_JOB
+    case = script_case(tmp_path, "frozen", "--probe", {"train.py": PROBED_JOB, "probe.py": PROBE})
+    result, st = triage(case)
+    v = result.verdict
+    # step 3's loss is computed before the update the frozen layer misses
+    assert result.mismatch.step == 4
+    assert v is not None and v.classification.value == "bug", v
+    assert "probe.py:" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["isolate-writes probe:fit_probe"]
