@@ -214,7 +214,10 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
                     f"saved-and-restored generator state in run {run.upper()} alone tests it",
                 )
             )
-        if (c.writes_state or c.event_kind == "module") and not is_draw(c.event) and not at_init:
+        # A function that draws may write what it is handed as well (a probe that freezes
+        # the backbone it fits on, and draws its own init): its draw is only the first of
+        # its extra events, the one this candidate names.
+        if (c.writes_state or c.event_kind == "module" or is_draw(c.event)) and not at_init:
             # A write the call makes to what it is handed (a gradient, a module's buffers;
             # a module's forward may write its own). Not before the first step: there the
             # call's own suppression, scoped to initialisation, is the test.
@@ -225,7 +228,8 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
                     run,
                     f"isolate-writes {target}",
                     where,
-                    f"{said_call}: its writes to the tensors it is handed change training",
+                    f"{said_call}: its writes to what it is handed (tensors, modules' modes "
+                    "or trainability) change training",
                     f"the trace shows {c.describe()}, a write; running {target} with the tensors "
                     f"it is handed put back after it in run {run.upper()} alone tests it",
                 )
