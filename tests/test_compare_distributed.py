@@ -123,10 +123,30 @@ ray.shutdown()
 """
 
 
+@pytest.fixture(autouse=True)
+def _environ_put_back():
+    """``ray.init`` in this process sets variables (RAY_AUTH_MODE=token, ...) that every
+    later subprocess would inherit: a cluster started by another test then refuses them."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 def test_ray_existing_cluster_at_address_equals_serial(world, serial, tmp_path):
     pytest.importorskip("ray", reason="ray is not installed (pip install bitwise-triage[ray])")
+    # the cluster and its client start from the user's environment, not from what an
+    # in-process ray.init of an earlier test left behind; the cluster ray.init starts asks
+    # for token authentication, so its client says so, as a user's would
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["RAY_AUTH_MODE"] = "token"
     head = subprocess.Popen(
-        [PY, "-c", _HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path
+        [PY, "-c", _HEAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
     )
     try:
         address = head.stdout.readline().strip()
@@ -138,6 +158,7 @@ def test_ray_existing_cluster_at_address_equals_serial(world, serial, tmp_path):
             capture_output=True,
             text=True,
             timeout=300,
+            env=env,
         )
         assert proc.returncode == 1, proc.stderr  # diverged
         assert json.loads(out.read_text()) == json.loads(serial.model_dump_json())
