@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from triage_agent.config import case_from_dict, load_case
 from triage_agent.errors import InputError
 from triage_agent.ledger import LedgerState
-from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, to_markdown
+from triage_agent.ledger_view import HypothesisRow, hypothesis_rows, results_count, to_markdown
 from triage_agent.records import (
     Case,
     Classification,
@@ -229,6 +229,10 @@ class LedgerSummaryOut(BaseModel):
     findings: int
     hypotheses: list[HypothesisRow]
     evidence: int
+    evidence_by_result: dict[str, int] = Field(
+        description="the evidence counted by result: supported, refuted, not-applicable "
+        "(a test that ran but does not act on the job), inconclusive, error, observed"
+    )
     verdict: Verdict | None
     torn_tail: str | None = Field(description="a torn last line that readers ignored, if any")
     markdown: str | None = None
@@ -249,6 +253,7 @@ def ledger_summary(ws: Workspace, args: LedgerSummaryIn, progress: Progress) -> 
         findings=len(st.findings),
         hypotheses=hypothesis_rows(st)[:MAX_LIST_ITEMS],
         evidence=len(st.evidence),
+        evidence_by_result=results_count(st.evidence),
         verdict=st.verdict,
         torn_tail=torn,
         markdown=cap_text(to_markdown(st)) if args.markdown else None,
@@ -292,15 +297,25 @@ class UpdateHypothesisIn(In):
         max_length=MAX_LIST_ITEMS,
         description="evidence ids that justify a supported/refuted status",
     )
+    reason: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="why, when the status goes against evidence that says otherwise (a "
+        "supported status while a rerun refuted it): required then, and recorded",
+    )
 
 
 def update_hypothesis(ws: Workspace, args: UpdateHypothesisIn, progress: Progress) -> HypothesisOut:
     """Change a hypothesis' status, classification or wording. 'supported' and 'refuted'
-    need cited execution evidence about it with that result."""
-    changes = args.model_dump(exclude={"id", "evidence"}, exclude_none=True)
+    need cited execution evidence about it with that result; against evidence that says the
+    opposite, also a reason (recorded with the hypothesis)."""
+    changes = args.model_dump(exclude={"id", "evidence", "reason"}, exclude_none=True)
     if not changes:
         raise InputError("nothing to update: give status, classification or statement")
-    hyp = ws.ledger.update_hypothesis(args.id, evidence=args.evidence, **changes)
+    hyp = ws.ledger.update_hypothesis(
+        args.id, evidence=args.evidence, reason=args.reason, **changes
+    )
     return HypothesisOut(hypothesis=hyp)
 
 

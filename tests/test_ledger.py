@@ -134,7 +134,9 @@ def test_ledger_refuses_verdict_without_execution_evidence(tmp_path):
     refuted = add_evidence(ledger, h.id, EvidenceResult.refuted, summary="no")
     other = add_evidence(ledger, "H-other", EvidenceResult.supported, EvidenceKind.rerun, "other")
     run = add_evidence(ledger, h.id, EvidenceResult.supported, summary="ran")
-    ledger.update_hypothesis(h.id, status=HypothesisStatus.supported)
+    ledger.update_hypothesis(
+        h.id, status=HypothesisStatus.supported, reason="the refuting piece is a static guess"
+    )
     # the hypothesis is supported, but this chain does not cite what supports it
     with pytest.raises(LedgerError, match="execution evidence"):
         ledger.set_verdict(

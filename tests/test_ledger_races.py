@@ -81,13 +81,19 @@ def test_ledger_threads_never_record_a_verdict_on_a_hypothesis_refuted_meanwhile
         h = ledger.put_hypothesis(Hypothesis(statement=f"s{r}", category="c"))
         yes = add_evidence(ledger, h.id, EvidenceResult.supported)
         no = add_evidence(ledger, h.id, EvidenceResult.refuted)
-        ledger.update_hypothesis(h.id, status=HypothesisStatus.supported, evidence=[yes.id])
+        ledger.update_hypothesis(
+            h.id, status=HypothesisStatus.supported, evidence=[yes.id], reason="race"
+        )
         verdict = Verdict(
             hypothesis=h.id, classification=Classification.bug, statement="v", evidence=[yes.id]
         )
         _race(
             partial(
-                ledger.update_hypothesis, h.id, status=HypothesisStatus.refuted, evidence=[no.id]
+                ledger.update_hypothesis,
+                h.id,
+                status=HypothesisStatus.refuted,
+                evidence=[no.id],
+                reason="race",
             ),
             partial(ledger.set_verdict, verdict),
         )

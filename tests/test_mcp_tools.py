@@ -129,6 +129,50 @@ def test_mcp_hypothesis_lifecycle_needs_execution_evidence(ws):
     assert "RNG not restored" in s["markdown"]
 
 
+def test_mcp_supported_against_refuting_evidence_needs_a_recorded_reason(ws):
+    (h,) = call(ws, ("record_hypothesis", {"statement": "an extra draw", "category": "rng"}))
+    hid = h.structured_content["hypothesis"]["id"]
+
+    def rerun(result):
+        return ws.ledger.add_evidence(
+            Evidence(hypotheses=[hid], kind=EvidenceKind.rerun, result=result, summary="r")
+        )
+
+    refuting, _na, supporting = (
+        rerun(EvidenceResult.refuted),
+        rerun(EvidenceResult.not_applicable),
+        rerun(EvidenceResult.supported),
+    )
+    bare, reasoned, summary = call(
+        ws,
+        ("update_hypothesis", {"id": hid, "status": "supported", "evidence": [supporting.id]}),
+        (
+            "update_hypothesis",
+            {
+                "id": hid,
+                "status": "supported",
+                "evidence": [supporting.id],
+                "reason": "the refuting rerun restored RNG on a run that never resumes",
+            },
+        ),
+        ("ledger_summary", {}),
+    )
+    text = bare.content[0].text
+    assert bare.is_error and refuting.id in text and "needs a stated reason" in text
+    got = reasoned.structured_content["hypothesis"]
+    assert got["status"] == "supported" and got["status_reason"].startswith("the refuting")
+    assert ws.ledger.state().hypotheses[hid].status_reason == got["status_reason"]
+    s = summary.structured_content
+    (row,) = s["hypotheses"]
+    assert (row["supported"], row["refuted"], row["not_applicable"]) == (1, 1, 1)
+    assert row["status_reason"] == got["status_reason"]
+    assert s["evidence_by_result"]["not-applicable"] == 1
+    assert s["evidence_by_result"]["refuted"] == 1
+    md = call(ws, ("ledger_summary", {"markdown": True}))[0].structured_content["markdown"]
+    assert "| 3 (1 supported, 1 refuted, 1 n/a) |" in md
+    assert f"- {hid} supported: the refuting rerun" in md
+
+
 def test_mcp_record_verdict_refused_without_execution_evidence_is_tool_error(ws):
     before = ws.ledger.state().events
     (r,) = call(ws, ("record_verdict", {"classification": "bug", "statement": "guess"}))

@@ -236,12 +236,18 @@ class Ledger:
         return hyp
 
     def update_hypothesis(
-        self, hyp_id: str, *, evidence: list[str] | None = None, **changes: Any
+        self,
+        hyp_id: str,
+        *,
+        evidence: list[str] | None = None,
+        reason: str | None = None,
+        **changes: Any,
     ) -> Hypothesis:
         """Change fields of the hypothesis as the ledger holds it now (no update is lost).
 
         A ``supported`` or ``refuted`` status needs execution evidence about it with that
-        result: among ``evidence`` when given, else anywhere in the ledger."""
+        result: among ``evidence`` when given, else anywhere in the ledger; against evidence
+        that says the opposite, also a ``reason``, kept as the hypothesis' status_reason."""
         out: list[Hypothesis] = []
 
         def decide(st: LedgerState) -> list[tuple[EventKind, Payload]]:
@@ -251,7 +257,9 @@ class Ledger:
                 {**st.hypotheses[hyp_id].model_dump(), **changes, "id": hyp_id}
             )
             if "status" in changes:
-                rules.check_status(st, hyp_id, hyp.status, evidence)
+                # the reason belongs to the status it was given for, and only where needed
+                needed = rules.check_status(st, hyp_id, hyp.status, evidence, reason or "")
+                hyp = hyp.model_copy(update={"status_reason": (reason or "") if needed else ""})
             out.append(hyp)
             return [("hypothesis", hyp)]
 

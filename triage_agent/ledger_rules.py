@@ -7,7 +7,8 @@ caller, the CLI, the workflow and the MCP tools alike, goes through them.
 
 - A hypothesis rests only on findings the ledger holds.
 - A hypothesis becomes supported or refuted only on execution evidence about it with that
-  result (cited, or found in the ledger when the caller cites none).
+  result (cited, or found in the ledger when the caller cites none), and against evidence
+  of the opposite result only with a stated reason, which the hypothesis keeps.
 - A verdict other than ``unknown`` names a supported hypothesis and cites execution
   evidence that supports it; any hypothesis a verdict names is supported.
 - One workspace's ledger belongs to one case (its mismatch step may be refined).
@@ -49,6 +50,13 @@ class FoldedState(Protocol):
     def evidence_for(self, hypothesis_id: str) -> list[Evidence]: ...
 
 
+# The workflow marks a hypothesis by the result of the test it has just run and cites; what
+# an earlier test said stays in the ledger beside it, and this is the reason recorded.
+BY_LATEST_TEST = (
+    "set by the workflow from the result of the test it cites; the evidence that says "
+    "otherwise tested it another way and stays in the ledger"
+)
+
 _EXECUTION_NAMES = "reproducer, replay, byte compare, trace, manifest or rerun"
 
 
@@ -63,14 +71,20 @@ def check_findings(st: FoldedState, hyp: Hypothesis) -> None:
 
 
 def check_status(
-    st: FoldedState, hyp_id: str, status: HypothesisStatus, cited: list[str] | None
-) -> None:
-    """``supported``/``refuted`` need execution evidence about ``hyp_id`` saying so.
+    st: FoldedState,
+    hyp_id: str,
+    status: HypothesisStatus,
+    cited: list[str] | None,
+    reason: str = "",
+) -> bool:
+    """``supported``/``refuted`` need execution evidence about ``hyp_id`` saying so, and a
+    stated ``reason`` when other execution evidence about it says the opposite. Returns
+    whether the reason was needed (the hypothesis keeps it only then).
 
     ``cited`` None means the caller cites nothing and the ledger looks for such evidence
     itself; a list (possibly empty) means only those pieces count."""
     if status not in (HypothesisStatus.supported, HypothesisStatus.refuted):
-        return
+        return False
     by_id = {e.id: e for e in st.evidence}
     if cited is None:
         pool = st.evidence_for(hyp_id)
@@ -86,6 +100,18 @@ def check_status(
             f"marking {hyp_id} {status.value} needs execution evidence ({_EXECUTION_NAMES}) "
             f"about {hyp_id} whose result is {status.value}; {how}"
         )
+    other = (
+        HypothesisStatus.refuted
+        if status == HypothesisStatus.supported
+        else HypothesisStatus.supported
+    )
+    against = [e.id for e in st.evidence_for(hyp_id) if _supports(e, hyp_id, other.value)]
+    if against and not reason.strip():
+        raise InputError(
+            f"evidence {', '.join(against[:5])} says {hyp_id} is {other.value}; marking it "
+            f"{status.value} against that needs a stated reason (reason), which is recorded"
+        )
+    return bool(against)
 
 
 def check_verdict(st: FoldedState, verdict: Verdict) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .evidence_data import RerunData
 from .ledger import LedgerState
@@ -24,23 +24,61 @@ class HypothesisRow(BaseModel):
     status: str
     classification: str
     evidence: int
+    supported: int = Field(description="pieces of evidence about it whose result is supported")
+    refuted: int = Field(description="... whose result is refuted")
+    not_applicable: int = Field(
+        description="... from a test that ran but does not act on the job (neither way)"
+    )
+    status_reason: str = Field(
+        default="", description="why its status was set against evidence that says otherwise"
+    )
     verdict: bool
+
+    @property
+    def evidence_split(self) -> str:
+        """The evidence count with what it says: '3 (1 supported, 1 refuted, 1 n/a)'."""
+        parts = [
+            f"{n} {word}"
+            for n, word in (
+                (self.supported, "supported"),
+                (self.refuted, "refuted"),
+                (self.not_applicable, "n/a"),
+            )
+            if n
+        ]
+        return f"{self.evidence} ({', '.join(parts)})" if parts else str(self.evidence)
+
+
+def results_count(evidence: list[Evidence]) -> dict[str, int]:
+    """How many pieces of evidence say each result, every result named (zeros included)."""
+    out = {r.value: 0 for r in EvidenceResult}
+    for e in evidence:
+        out[e.result.value] += 1
+    return out
 
 
 def hypothesis_rows(state: LedgerState) -> list[HypothesisRow]:
     verdict_h = state.verdict.hypothesis if state.verdict else None
-    return [
-        HypothesisRow(
-            id=h.id,
-            statement=h.statement,
-            category=h.category,
-            status=h.status.value,
-            classification=h.classification.value,
-            evidence=len(state.evidence_for(h.id)),
-            verdict=h.id == verdict_h,
+    rows = []
+    for h in state.hypotheses.values():
+        about = state.evidence_for(h.id)
+        n = results_count(about)
+        rows.append(
+            HypothesisRow(
+                id=h.id,
+                statement=h.statement,
+                category=h.category,
+                status=h.status.value,
+                classification=h.classification.value,
+                evidence=len(about),
+                supported=n[EvidenceResult.supported.value],
+                refuted=n[EvidenceResult.refuted.value],
+                not_applicable=n[EvidenceResult.not_applicable.value],
+                status_reason=h.status_reason,
+                verdict=h.id == verdict_h,
+            )
         )
-        for h in state.hypotheses.values()
-    ]
+    return rows
 
 
 def _sentence(text: str) -> str:
@@ -225,12 +263,16 @@ def to_markdown(state: LedgerState) -> str:
         for r in rows:
             out.append(
                 f"| {r.id} | {_cell(r.statement)} | {r.category} | {r.status} | "
-                f"{r.classification} | {r.evidence} | {'yes' if r.verdict else ''} |"
+                f"{r.classification} | {r.evidence_split} | {'yes' if r.verdict else ''} |"
             )
         why = [h for h in state.hypotheses.values() if h.rationale]
         if why:
             out += ["", "Why each would change the bits:", ""]
             out += [f"- {h.id}: {_cell(h.rationale)}" for h in why]
+        against = [r for r in rows if r.status_reason]
+        if against:
+            out += ["", "Statuses set against evidence that says otherwise, and why:", ""]
+            out += [f"- {r.id} {r.status}: {_cell(r.status_reason)}" for r in against]
     else:
         out.append("None recorded.")
     disc = discriminator_rows(state)

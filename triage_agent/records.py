@@ -84,6 +84,9 @@ class EvidenceResult(StrEnum):
     inconclusive = "inconclusive"
     error = "error"
     observed = "observed"  # a measurement that supports nothing by itself (a trace diff, a rerun)
+    # the test ran but does not act on the job (a policy that moved no bit of either run):
+    # it neither supports nor refutes the hypotheses it names
+    not_applicable = "not-applicable"
 
 
 EXECUTION_KINDS = frozenset(
@@ -176,6 +179,11 @@ class Hypothesis(Record):
     status: HypothesisStatus = HypothesisStatus.open
     classification: Classification = Classification.unknown
     reproducer: ReproducerSpec | None = None
+    status_reason: str = Field(
+        default="",
+        description="why the status was set against evidence that says otherwise (required "
+        "then, and recorded)",
+    )
     created: str = Field(default_factory=utcnow)
 
     @field_validator("category", mode="before")

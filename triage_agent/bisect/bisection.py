@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..ledger import Ledger
+from ..ledger_rules import BY_LATEST_TEST
 from ..paths import contained, split_rev_range
 from ..records import Case, Hypothesis, HypothesisStatus
 from ..runs import require_relaunchable
@@ -325,7 +326,10 @@ class Bisection:
         if proof.outcome == "good":
             if ledger.state().hypotheses[hid].status != HypothesisStatus.supported:
                 ledger.update_hypothesis(
-                    hid, status=HypothesisStatus.supported, evidence=[proof.evidence_id]
+                    hid,
+                    status=HypothesisStatus.supported,
+                    evidence=[proof.evidence_id],
+                    reason=BY_LATEST_TEST,
                 )
             res.status = "found"
         p.phase = "alone"

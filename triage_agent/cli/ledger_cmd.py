@@ -50,7 +50,7 @@ def show(case: CaseOpt = None, workspace: WorkspaceOpt = None) -> None:
             r.statement,
             f"[{colors.get(r.status, 'white')}]{r.status}[/]",
             r.classification,
-            str(r.evidence),
+            r.evidence_split,
             "[bold]yes[/]" if r.verdict else "",
         )
     console.print(table)

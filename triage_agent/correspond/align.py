@@ -22,6 +22,7 @@ from ..errors import InputError
 from ..evidence_data import RerunData
 from ..interventions import describe, parse_intervention, rerun
 from ..ledger import Ledger
+from ..ledger_rules import BY_LATEST_TEST
 from ..records import Case, Classification, EvidenceResult, Hypothesis, HypothesisStatus
 from ..runs import RunOutcome, rerun_evidence
 from .boundaries import build_table
@@ -224,6 +225,7 @@ def align(
                 ledger.update_hypothesis(
                     hyp.id,
                     evidence=[ev],
+                    reason=BY_LATEST_TEST,
                     status=HypothesisStatus.supported,
                     classification=Classification.policy_difference,
                 )

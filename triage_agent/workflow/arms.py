@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from ..errors import InputError
 from ..interventions import SuppressIntervention, intervene, parse_intervention
 from ..ledger import Ledger
+from ..ledger_rules import BY_LATEST_TEST
 from ..policies import CALLED_FROM, RESTORED
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Hypothesis, HypothesisStatus
 
@@ -92,7 +93,12 @@ def try_arm(
         EvidenceResult.supported,
         EvidenceResult.refuted,
     ):
-        ledger.update_hypothesis(hyp.id, status=HypothesisStatus(ev.result.value), evidence=[ev.id])
+        ledger.update_hypothesis(
+            hyp.id,
+            status=HypothesisStatus(ev.result.value),
+            evidence=[ev.id],
+            reason=BY_LATEST_TEST,
+        )
     return ev
 
 

@@ -26,7 +26,7 @@ from ..records import (
     Hypothesis,
     RunSpec,
 )
-from ..runs import RunOutcome, materialize, materialize_case, rerun_record
+from ..runs import RunOutcome, finished, materialize, materialize_case, rerun_record
 from .declared import declared_differences
 from .revisions import content_at, resolve
 
@@ -42,6 +42,15 @@ def _against_a(d: MetricDiff) -> tuple[bool, str]:
     if d.first_step is not None:
         return False, f"still differs first at step {d.first_step}"
     return False, f"equal where both have data but incomplete ({d.gaps()}): not a match"
+
+
+def _same_bits(own_baseline: RunOutcome | None, rerun: RunOutcome) -> bool:
+    """Whether a rerun under a policy wrote exactly its own baseline's metric bits: every
+    step and rank equal, none missing. Unknown (no baseline held) counts as changed."""
+    if own_baseline is None or not own_baseline.ok or not own_baseline.metrics:
+        return False
+    d = diff_metrics(load_metrics(own_baseline.metrics), load_metrics(rerun.metrics))
+    return d.first_step is None and bool(d.common_steps) and d.complete
 
 
 def _outcome(d: MetricDiff, matched: bool) -> EvidenceResult:
@@ -94,6 +103,7 @@ def validate_fix(
     ws = Path(ledger.workspace)
     attempts = [("B only", False), ("A and B", True)]
     last: Evidence | None = None
+    acted = False
     for label, both in attempts:
         on_status(f"fix check: policy {policy} on {label}")
         out_b = materialize(
@@ -147,9 +157,24 @@ def validate_fix(
                 gaps=d.gaps(),
             ),
         )
+        runs = (case.run_b, case.run_a)[: len(outs)]
+        acted = acted or not all(
+            _same_bits(finished(spec, ws), o) for spec, o in zip(runs, outs, strict=True)
+        )
         if matched or both:
             break
     assert last is not None
+    if last.result == EvidenceResult.refuted and not acted:
+        # a policy that moved no bit of any run it was applied to did not act on this job:
+        # its rerun cannot speak for or against a hypothesis about what moves them
+        last = last.model_copy(
+            update={
+                "result": EvidenceResult.not_applicable,
+                "summary": f"not applicable: policy '{policy}' left every metric bit of each "
+                f"run it was applied to as its own baseline had it (it does not act on this "
+                f"job); {last.summary}",
+            }
+        )
     ledger.add_evidence(last)
     return last
 

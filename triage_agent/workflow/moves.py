@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from ..errors import TriageError
 from ..evidence_data import TraceCompareData
 from ..fingerprint import CaptureConfig
+from ..ledger_rules import BY_LATEST_TEST
 from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
 from .boundary_state import boundary_arms, proven_setting
@@ -294,7 +295,9 @@ def _origin_fix(move: Move, sit: Situation, status: Status) -> None:
         on_status=lambda m: status("fix", m),
     )
     if ev.result == EvidenceResult.supported and hyp.status != HypothesisStatus.supported:
-        sit.ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported, evidence=[ev.id])
+        sit.ledger.update_hypothesis(
+            hyp.id, status=HypothesisStatus.supported, evidence=[ev.id], reason=BY_LATEST_TEST
+        )
 
 
 def _read_setting(move: Move, sit: Situation, status: Status) -> None:
@@ -391,6 +394,7 @@ def _read_site(move: Move, sit: Situation, status: Status) -> None:
         if fix.result == EvidenceResult.supported
         else HypothesisStatus.inconclusive,
         evidence=[ev.id, fix.id],
+        reason=BY_LATEST_TEST,
     )
 
 

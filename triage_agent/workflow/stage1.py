@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from ..errors import TriageError
 from ..evidence_data import StaticData
 from ..ledger import Ledger
+from ..ledger_rules import BY_LATEST_TEST
 from ..records import (
     Case,
     Classification,
@@ -210,7 +211,11 @@ def test_hypothesis(
                 summary=f"no reproducer could be run for {finding.probe_id}: {exc}",
             )
         )
-    ledger.update_hypothesis(hyp.id, status=_STATUS.get(ev.result, HypothesisStatus.inconclusive))
+    ledger.update_hypothesis(
+        hyp.id,
+        status=_STATUS.get(ev.result, HypothesisStatus.inconclusive),
+        reason=BY_LATEST_TEST,
+    )
     return ev
 
 
@@ -272,7 +277,9 @@ def run_stage1(
         if done and hyp.status == HypothesisStatus.open:
             # Interrupted between the evidence and the status update: the evidence decides.
             hyp = ledger.update_hypothesis(
-                hyp.id, status=_STATUS.get(done[-1].result, HypothesisStatus.inconclusive)
+                hyp.id,
+                status=_STATUS.get(done[-1].result, HypothesisStatus.inconclusive),
+                reason=BY_LATEST_TEST,
             )
         if hyp.status == HypothesisStatus.supported:
             break  # ranked order: the first supported hypothesis goes on to the trace check

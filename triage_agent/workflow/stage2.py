@@ -31,6 +31,7 @@ from ..errors import InputError, TriageError
 from ..evidence_data import ByteCompareData, ReplayData, TraceCompareData
 from ..fingerprint import CaptureConfig
 from ..ledger import Ledger
+from ..ledger_rules import BY_LATEST_TEST
 from ..records import (
     Case,
     Classification,
@@ -763,7 +764,9 @@ def _origin_hypothesis(
     )
     replay = _replay(ledger, hyp, origin, trace_ev)
     if replay is not None and replay.result == EvidenceResult.supported:
-        hyp = ledger.update_hypothesis(hyp.id, status=HypothesisStatus.supported)
+        hyp = ledger.update_hypothesis(
+            hyp.id, status=HypothesisStatus.supported, reason=BY_LATEST_TEST
+        )
     return hyp
 
 
