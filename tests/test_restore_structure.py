@@ -9,7 +9,9 @@ that are not corpus cases:
   checkpoint that holds no gradients: ``restore-state grads`` proves it, named at the line
   that writes the checkpoint;
 - a monitoring helper under a flag that scores the model in eval mode and never puts it
-  back: ``isolate-writes`` on the helper proves it, named inside the helper.
+  back: ``isolate-writes`` on the helper proves it, named inside the helper;
+- a resume that attaches a module's output-scaling hook again, so the resumed process
+  scales twice: ``restore-state hooks`` proves it, named at the restore's call.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from triage_agent.manifest import BoundaryRecord, build_manifest, diff_manifests
 from triage_agent.module_structure import (
     grads,
     put_back_grads,
+    put_back_hooks,
     put_back_modes,
     put_back_ties,
     structure,
@@ -48,6 +51,7 @@ def test_structure_sees_modes_ties_and_what_no_optimizer_holds_and_puts_them_bac
         "eval_modules": "",
         "frozen": "",
         "tied": "enc.weight=dec.weight",
+        "hooks": "",
         "outside_optimizer": "",
     }
     m.drop.eval()
@@ -365,3 +369,88 @@ def test_a_helper_that_leaves_parameters_frozen_is_proven_by_isolating_it(tmp_pa
     assert "probe.py:" in (v.location or ""), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["isolate-writes probe:fit_probe"]
+
+
+def test_hooks_are_counted_per_module_and_parameter_and_the_latest_extra_removed():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    first = m[0].weight.register_hook(lambda g: g * 0.5)
+    m[1].register_forward_hook(lambda mod, i, o: o * 2)
+    saved = structure(m, [])["hooks"]
+    assert saved == "0.weight:tensor_backward_hooks=1,1:forward_hooks=1"
+    m[0].weight.register_hook(lambda g: g * 0.5)
+    m[1].register_forward_hook(lambda mod, i, o: o * 2)
+    assert structure(m, [])["hooks"] == "0.weight:tensor_backward_hooks=2,1:forward_hooks=2"
+    assert put_back_hooks(m, saved) == {"0.weight:tensor_backward_hooks": 1, "1:forward_hooks": 1}
+    assert structure(m, [])["hooks"] == saved
+    assert list(m[0].weight._backward_hooks) == [first.id]  # the first one registered stays
+    x = torch.ones(1, 2)
+    m(x).sum().backward()
+    ref = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    ref.load_state_dict(m.state_dict())
+    ref[0].weight.register_hook(lambda g: g * 0.5)
+    ref[1].register_forward_hook(lambda mod, i, o: o * 2)
+    ref(x).sum().backward()
+    assert torch.equal(m[0].weight.grad, ref[0].weight.grad)
+
+
+HOOK_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+
+def temper(module, inputs, output):
+    return output * 0.5
+
+
+def attach(net):
+    net[2].register_forward_hook(temper)
+
+
+def restore(net, opt, path):
+    ck = torch.load(path)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    attach(net)
+    return ck["step"]
+
+
+torch.manual_seed(3)
+net = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+attach(net)
+opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+x, y = torch.randn(12, 5), torch.randn(12, 2)
+step, resumed = 0, None
+if resume != "-":
+    resumed = restore(net, opt, resume)
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = (net(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if step == last and save != "-":
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step}, save)
+    step += 1
+log.close()
+"""
+
+
+def test_a_resume_that_attaches_a_hook_again_is_proven_by_removing_the_extra_one(tmp_path):
+    (tmp_path / "train.py").write_text(HOOK_JOB)
+    case = resume_case(tmp_path, "rehooked", steps=5, save_at=2, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 3
+    assert v is not None and v.classification.value == "bug", v
+    # the restore's call of the set-up, the turn the second registration took
+    line = next(i for i, s in enumerate(HOOK_JOB.splitlines(), 1) if s == "    attach(net)")
+    assert f"train.py:{line}" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["restore-state hooks"]
+    assert proof.result == EvidenceResult.supported

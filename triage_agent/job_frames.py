@@ -23,3 +23,16 @@ def job_line(skip: tuple[str, ...], depth: int = 2) -> tuple[str, int] | None:
             return name, f.f_lineno
         f = f.f_back
     return None
+
+
+def job_stack(skip: tuple[str, ...], depth: int = 2) -> list[str]:
+    """'file:line' of every frame above the caller's caller whose file holds none of
+    ``skip``, innermost first: the job's path to a call, not only its nearest line."""
+    out: list[str] = []
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not any(s in name for s in skip) and not name.endswith(os.sep + "random.py"):
+            out.append(f"{name}:{f.f_lineno}")
+        f = f.f_back
+    return out

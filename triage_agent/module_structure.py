@@ -1,9 +1,11 @@
 """The training state no ``state_dict`` holds: which modules are in eval mode, which parameter
 names share one tensor, which parameters no optimizer holds, and the gradients accumulated so
-far. Two runs can agree on every tensor's bytes and still train differently on any of them
-(a helper that leaves the model in eval mode stops its dropout; a restore that gives a tied
-head a Parameter of its own trains two tensors where there was one; a checkpoint taken
-inside an accumulation window loses the part of the window already summed).
+far, and how many hooks each module and parameter holds. Two runs can agree on every
+tensor's bytes and still train differently on any of them (a helper that leaves the model in
+eval mode stops its dropout; a restore that gives a tied head a Parameter of its own trains
+two tensors where there was one; a checkpoint taken inside an accumulation window loses the
+part of the window already summed; a resume that registers a gradient hook again applies it
+twice).
 
 Read by the state capture (what differs), and put back by restore-state (proof that it
 carries the difference). Runs inside the job's processes: nothing here imports torch.
@@ -13,11 +15,30 @@ from __future__ import annotations
 
 from typing import Any
 
+# the hook tables of a module and of a tensor, in registration order (each a dict keyed by
+# its handle's id): what a hook count reads and what removing a hook pops
+MODULE_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+TENSOR_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def hook_tables(root: Any) -> dict[str, Any]:
+    """'NAME:TABLE' -> the hook table of each module and parameter that holds a hook."""
+    out: dict[str, Any] = {}
+    for name, m in root.named_modules():
+        for attr in MODULE_HOOKS:
+            if getattr(m, attr, None):
+                out[f"{name or '<root>'}:{attr.strip('_')}"] = getattr(m, attr)
+    for name, p in root.named_parameters():
+        for attr in TENSOR_HOOKS:
+            if getattr(p, attr, None):
+                out[f"{name}:tensor{attr}"] = getattr(p, attr)
+    return out
+
 
 def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
     """Modules in eval mode, parameters frozen (``requires_grad`` off), names that share a
     parameter, parameters no optimizer holds (only when the job has an optimizer that holds
-    the module's own tensors)."""
+    the module's own tensors), and how many hooks each module and parameter holds."""
     eval_modules = sorted(name or "<root>" for name, m in root.named_modules() if not m.training)
     frozen = sorted(n for n, p in root.named_parameters() if not p.requires_grad)
     groups: dict[int, list[str]] = {}
@@ -28,6 +49,7 @@ def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
         "eval_modules": ",".join(eval_modules),
         "frozen": ",".join(frozen),
         "tied": ";".join(sorted("=".join(names) for names in groups.values() if len(names) > 1)),
+        "hooks": ",".join(f"{k}={len(t)}" for k, t in sorted(hook_tables(root).items())),
     }
     if held & set(groups):
         outside = sorted(names[0] for pid, names in groups.items() if pid not in held)
@@ -92,3 +114,18 @@ def put_back_grads(root: Any, saved: dict[str, Any]) -> int:
         p.grad = None if g is None else g.detach().clone().to(p.device)
         n += g is not None
     return n
+
+
+def put_back_hooks(root: Any, hooks: str) -> dict[str, int]:
+    """Remove the hooks registered after those the saved counts hold (the latest first):
+    'NAME:TABLE' -> how many were removed. A table holding fewer than saved is left as it is
+    (a hook is a function: there is nothing to put back)."""
+    want = {k: int(n) for k, _, n in (e.rpartition("=") for e in hooks.split(",") if e)}
+    removed: dict[str, int] = {}
+    for key, table in hook_tables(root).items():
+        extra = len(table) - want.get(key, 0)
+        for handle in list(table)[len(table) - extra :] if extra > 0 else []:
+            del table[handle]
+        if extra > 0:
+            removed[key] = extra
+    return removed

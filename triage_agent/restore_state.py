@@ -14,7 +14,10 @@ Parts are named as the state capture names them (:func:`triage_agent.boundary_ca
   inside an accumulation window loses the part already summed);
 - ``ties``: which of the model's parameter names share one tensor (a restore that gives a
   tied weight a Parameter of its own trains two tensors where there was one);
-- ``modes``: the model's modules' training modes and its parameters' ``requires_grad``.
+- ``modes``: the model's modules' training modes and its parameters' ``requires_grad``;
+- ``hooks``: how many hooks each of the model's modules and parameters holds; the hooks a
+  resumed process registered beyond those are removed, latest first (a resume that
+  registers a gradient hook again applies it twice).
 
 The process that saves writes the parts at each step the job logs (``MetricLog.log``) and
 once more at its end; a process that resumes from step K (``MetricLog(..., resumed_from=K)``)
@@ -22,7 +25,8 @@ puts back, at its first module forward and after whatever its own restore did, t
 process's end when the last step that process logged is K (it may have saved inside step
 K+1), else its state at step K. It reports what it put back and the job's line that last
 loaded each part (``load_state_dict``), or that gave a tied name its own Parameter, or that
-set a module's mode, for the evidence to name. If every step then matches, the part carries
+set a module's mode, or, for a hook removed, the first line of the job's path to its
+registration that the path to the hooks kept does not share, for the evidence to name. If every step then matches, the part carries
 the whole difference of the resume.
 
 Installed by the injected bootstrap from the patch file's ``restore_state``.
@@ -37,11 +41,21 @@ import sys
 from typing import Any
 
 from .import_hooks import on_import
-from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line, job_stack
 from .job_objects import by_param, live_objects, param_names, root_modules
-from .module_structure import grads, put_back_grads, put_back_modes, put_back_ties, structure
+from .module_structure import (
+    MODULE_HOOKS,
+    TENSOR_HOOKS,
+    grads,
+    hook_tables,
+    put_back_grads,
+    put_back_hooks,
+    put_back_modes,
+    put_back_ties,
+    structure,
+)
 
-PART_RE = r"^(model[1-9]?|optimizer|grads|ties|modes)$"
+PART_RE = r"^(model[1-9]?|optimizer|grads|ties|modes|hooks)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 END_FILE = ".triage-state-end{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
@@ -54,6 +68,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     loaded: dict[int, str] = {}  # id(object) -> the job's line that last loaded its state
     assigned: dict[tuple[int, str], str] = {}  # (id(module), name) -> the line that set it
     moded: dict[int, str] = {}  # id(module) -> the job's line that last set its mode
+    # id(hook table) -> the job's path to each registration into it, in order
+    hooked: dict[int, list[list[str]]] = {}
     with open(report, "a") as fh:
         for part in parts:
             line = {"pid": os.getpid(), "target": f"restore-state {part}", "event": "patched"}
@@ -65,6 +81,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             watch_loads(cls)
         if "ties" in parts or "modes" in parts:
             watch_structure(torch.nn.Module)
+        if "hooks" in parts:
+            watch_hooks(torch)
         name = "triage_agent.metrics"
         if name in sys.modules:
             on_metrics(sys.modules[name])
@@ -100,6 +118,49 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
         cls.register_parameter, cls.train = register_parameter, set_mode
 
+    def watch_hooks(torch: Any) -> None:
+        # each registration's path, filed under the table its handle lands in
+        def wrap(cls: Any, name: str, tables: tuple[str, ...]) -> None:
+            orig = getattr(cls, name, None)
+            if orig is None:
+                return
+
+            def register(self: Any, *args: Any, **kwargs: Any) -> Any:
+                handle = orig(self, *args, **kwargs)
+                path = job_stack(_SKIP)
+                for attr in tables:
+                    table = getattr(self, attr, None)
+                    if table is not None and getattr(handle, "id", None) in table:
+                        hooked.setdefault(id(table), []).append(path)
+                return handle
+
+            setattr(cls, name, register)
+
+        for name in ("register_hook", "register_post_accumulate_grad_hook"):
+            wrap(torch.Tensor, name, TENSOR_HOOKS)
+        for name in (
+            "register_forward_pre_hook",
+            "register_forward_hook",
+            "register_full_backward_pre_hook",
+            "register_full_backward_hook",
+            "register_backward_hook",
+        ):
+            wrap(torch.nn.Module, name, MODULE_HOOKS)
+
+    def hooks_placed(root: Any, removed: dict[str, int], tables: dict[str, Any]) -> str | None:
+        """The first line of the path to a removed hook's registration that no kept hook's
+        path holds: where the job took the extra turn (a resume calling set-up again)."""
+        for key, n in removed.items():
+            paths = hooked.get(id(tables[key]), [])
+            if len(paths) < n:
+                continue
+            kept = {f for p in paths[: len(paths) - n] for f in p}
+            for path in paths[len(paths) - n :]:
+                turn = next((f for f in path if f not in kept), None)
+                if turn is not None:
+                    return turn
+        return None
+
     def ordered_roots() -> list[Any]:
         return sorted(root_modules(), key=lambda m: -sum(p.numel() for p in m.parameters()))
 
@@ -110,11 +171,13 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         snap: dict[str, Any] = {}
         opts = live_objects(torch.optim.Optimizer)
         for part in parts:
-            if part in ("grads", "ties", "modes"):
+            if part in ("grads", "ties", "modes", "hooks"):
                 if not roots:
                     continue
                 if part == "grads":
                     snap[part] = {n: g.detach().clone() for n, g in grads(roots[0]).items()}
+                elif part == "hooks":
+                    snap[part] = structure(roots[0], opts)["hooks"]
                 elif part == "ties":
                     snap[part] = structure(roots[0], opts)["tied"]
                 else:
@@ -139,11 +202,20 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         for part, saved in snap.items():
             if part.startswith("_"):
                 continue
-            if part in ("grads", "ties", "modes"):
+            if part in ("grads", "ties", "modes", "hooks"):
                 if not roots:
                     continue
                 root = roots[0]
-                if part == "grads":
+                if part == "hooks":
+                    tables = hook_tables(root)
+                    removed = put_back_hooks(root, saved)
+                    said[part] = {
+                        "what": ", ".join(f"{n} hook(s) of {k}" for k, n in removed.items())
+                        or "nothing",
+                        "loaded_at": hooks_placed(root, removed, tables),
+                        "verb": "registers hooks again",
+                    }
+                elif part == "grads":
                     n = put_back_grads(root, saved)
                     # nothing loads gradients: the place is the checkpoint that leaves them out
                     said[part] = {

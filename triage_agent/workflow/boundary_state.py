@@ -585,6 +585,7 @@ STRUCTURE_PARTS = {
     "grads": "the parameters' accumulated gradients",
     "ties": "which parameter names share one tensor (and which tensors the optimizer holds)",
     "modes": "the modules' training modes (and which parameters train)",
+    "hooks": "the hooks the model's modules and parameters hold",
 }
 
 
@@ -615,7 +616,8 @@ def structure_arms(
 ) -> list[Arm]:
     """Training state no state_dict holds that differs between the process that saved and
     the one that resumed from it: gradients accumulated inside the step the save cut,
-    parameters tied in one and untied in the other, modules left in another mode. The saving
+    parameters tied in one and untied in the other, modules left in another mode, hooks
+    registered again. The saving
     process's is put back after the resume (restore-state PART on the resumed run)."""
     out: list[Arm] = []
     for d in diffs:
@@ -636,6 +638,7 @@ def structure_arms(
             "modes": any(
                 p in ("model_structure.eval_modules", "model_structure.frozen") for p in differ
             ),
+            "hooks": "model_structure.hooks" in differ,
         }
         at = d.point.removeprefix("after-")
         for part in (p for p, hit in parts.items() if hit):
