@@ -14,6 +14,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           every command
 ``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
 ``suppress pkg.mod:Qual.name@init``            suppress   only its calls before the first step do
+``suppress pkg.mod:Qual.name@FILE:LINE``       suppress   only the calls the job's line makes do
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``isolate-rng pkg.mod:Qual.name``              isolate    the function runs under every generator's
                                                           state saved before and restored after it
@@ -188,6 +189,11 @@ class SuppressIntervention(BaseModel):
     scope: Literal["run", "init"] = Field(
         default="run", description="init: only the calls made before the first step begins"
     )
+    site: str | None = Field(
+        default=None,
+        description="FILE:LINE: only the calls the job makes from that line (its innermost "
+        "frame outside torch, DeepSpeed and this tool)",
+    )
 
 
 class ReplaceIntervention(BaseModel):
@@ -293,7 +299,7 @@ def parse_intervention(text: str) -> Intervention:
                 raise _bad(
                     text,
                     "expected restore-state PART[,PART] with PART model, model1..model9, optimizer, "
-                    "grads, ties or modes",
+                    "grads, ties, modes or hooks",
                 )
             return RestoreStateIntervention(parts=parts)
         if word == "outplace":
@@ -312,8 +318,11 @@ def parse_intervention(text: str) -> Intervention:
             return IsolateWritesIntervention(target=_not_main(text, rest))
         if word == "suppress":
             target, at, scope = rest.partition("@")
-            if not CALLABLE_RE.fullmatch(target) or (at and scope != "init"):
-                raise _bad(text, "expected suppress pkg.module:Qualified.name[@init]")
+            site = scope if at and re.fullmatch(SITE_RE, scope) else None
+            if not CALLABLE_RE.fullmatch(target) or (at and scope != "init" and site is None):
+                raise _bad(text, "expected suppress pkg.module:Qualified.name[@init|@FILE:LINE]")
+            if site is not None:
+                return SuppressIntervention(target=_not_main(text, target), site=site)
             return SuppressIntervention(target=_not_main(text, target), scope=scope or "run")
         if word == "replace":
             target, eq, repl = rest.partition("=")
@@ -427,6 +436,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in a.items())
             said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.items())
             return f"restore-attrs {text}", f"after load_state_dict: {said}"
+        case SuppressIntervention(target=t, site=str(site)):
+            return f"suppress {t}@{site}", f"{t} suppressed where {site} calls it (returns None)"
         case SuppressIntervention(target=t, scope="init"):
             return f"suppress {t}@init", f"{t} suppressed before the first step (returns None)"
         case SuppressIntervention(target=t):
@@ -787,8 +798,8 @@ def plan(
                 changes.patches.append(FunctionPatch(target=t, isolate_writes=True))
             case RestoreAttrsIntervention():
                 changes.patches += iv.patches()
-            case SuppressIntervention(target=t, scope=scope):
-                changes.patches.append(FunctionPatch(target=t, scope=scope))
+            case SuppressIntervention(target=t, scope=scope, site=site):
+                changes.patches.append(FunctionPatch(target=t, scope=scope, site=site))
             case ReplaceIntervention(target=t, replacement=r):
                 changes.patches.append(FunctionPatch(target=t, replacement=r))
             case PolicyIntervention(policy=p):

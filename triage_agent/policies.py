@@ -337,6 +337,11 @@ class FunctionPatch(BaseModel):
     scope: Literal["run", "init"] = Field(
         default="run", description="init: only calls made before the first step is begun"
     )
+    site: str | None = Field(
+        default=None,
+        description="FILE:LINE: only the calls whose innermost frame outside torch, DeepSpeed "
+        "and this tool is that line of the job (the other calls run the function itself)",
+    )
     set_after: dict[str, Any] | None = Field(
         default=None,
         description="call the function itself, then set these attributes of the object it was "
@@ -543,6 +548,21 @@ def _report(path: str, patch: FunctionPatch, event: str) -> None:
         f.write(line + "\n")
 
 
+def _called_from(site: str) -> bool:
+    """Whether the job's innermost frame (outside torch, DeepSpeed and this tool) is ``site``,
+    a FILE:LINE as the job names it (a path relative to its directory, or absolute)."""
+    from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+
+    where = job_line((TORCH, PROJECT, DEEPSPEED), depth=3)
+    if where is None:
+        return False
+    file, _, line = site.rpartition(":")
+    name = os.path.normpath(where[0])
+    return str(where[1]) == line and (
+        name == os.path.abspath(file) or name.endswith(os.sep + os.path.normpath(file))
+    )
+
+
 def _apply_patch(patch: FunctionPatch, report: str) -> None:
     owner, attr, original = _lookup(patch.target)
     if getattr(original, "_triage_patch", None) == patch.target:
@@ -563,6 +583,8 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
 
     def patched(*args: Any, **kwargs: Any) -> Any:
         if patch.scope == "init" and _INIT["over"]:
+            return original(*args, **kwargs)
+        if patch.site is not None and not _called_from(patch.site):
             return original(*args, **kwargs)
         if not impl:
             impl.append(_lookup(patch.replacement)[2])

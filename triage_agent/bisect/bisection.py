@@ -66,8 +66,14 @@ from .worktree import Patches, place_in
 PASSES = {"good": True, "bad": False}  # a skip is unresolved: ddmin treats it as not passing
 
 
-def _target(case: Case, repo: str | Path | None, rev_range: str | None) -> tuple[Path, str, str]:
-    """The repository and the two revisions, checked: roots, flag-like or missing revisions."""
+def _target(
+    case: Case,
+    repo: str | Path | None,
+    rev_range: str | None,
+    extra_roots: list[Path] | None = None,
+) -> tuple[Path, str, str]:
+    """The repository and the two revisions, checked: roots, flag-like or missing revisions.
+    ``extra_roots``: repositories the workflow made itself (in its workspace)."""
     a_src, b_src = case.run_a.source, case.run_b.source
     if rev_range is not None:
         a_rev, b_rev = split_rev_range(rev_range)
@@ -81,7 +87,11 @@ def _target(case: Case, repo: str | Path | None, rev_range: str | None) -> tuple
     path = repo if repo is not None else (b_src.repo if b_src else None)
     if path is None:
         raise InputError("no repository to bisect: the case names none (runs.b.source.repo)")
-    roots = [*case.source_roots, *(s.repo for s in (a_src, b_src) if s is not None)]
+    roots = [
+        *case.source_roots,
+        *(s.repo for s in (a_src, b_src) if s is not None),
+        *map(str, extra_roots or []),
+    ]
     try:
         where = contained(path, roots)
     except InputError as exc:
@@ -413,6 +423,8 @@ def bisect_case(
     repo: str | Path | None = None,
     rev_range: str | None = None,
     hunks: bool = True,
+    context: int = 3,
+    extra_roots: list[Path] | None = None,
     budget_s: float | None = None,
     timeout_s: float | None = None,
     progress: Callable[[BisectProgress], None] | None = None,
@@ -421,12 +433,13 @@ def bisect_case(
     commits and hunks whose revert makes B match A (see the module docstring).
 
     ``repo`` and ``rev_range`` ('A..B') override the case's ``runs.b.source``; the
-    repository must lie inside the case's source roots. Bad input (no revisions, a
+    repository must lie inside the case's source roots (or ``extra_roots``). ``context``:
+    the lines of context around each hunk; 0 makes every change a hunk of its own. Bad input (no revisions, a
     revision that does not resolve or reads as a flag, a repository outside the roots, a
     range whose B end matches A) is a one-line InputError; what was recorded stays.
     """
     t0 = time.monotonic()
-    path, a_rev, b_rev = _target(case, repo, rev_range)
+    path, a_rev, b_rev = _target(case, repo, rev_range, extra_roots)
     rng = open_range(path, a_rev, b_rev)
     for run in (case.run_a, case.run_b):
         require_relaunchable(run)
@@ -440,7 +453,7 @@ def bisect_case(
         git_repo,
         mode=mode,
         commits={c.sha: c for c in rng.commits},
-        patches=Patches(git_repo),
+        patches=Patches(git_repo, context),
         timeout_s=min(timeout_s or case.timeout_s, case.timeout_s),
         deadline=t0 + budget_s if budget_s is not None else None,
         progress=progress,

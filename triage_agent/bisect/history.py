@@ -131,9 +131,11 @@ def first_parent(repo, sha: str) -> str:
     return c.parents[0].hexsha
 
 
-def commit_patch(repo, sha: str) -> str:
-    """The commit's whole diff from its first parent, as ``git apply`` reads it."""
+def commit_patch(repo, sha: str, context: int = 3) -> str:
+    """The commit's whole diff from its first parent, as ``git apply`` reads it, with
+    ``context`` lines around each change (0: every change its own hunk)."""
     return repo.git.diff(
+        f"-U{context}",
         "--binary",
         "--full-index",
         "--no-color",
@@ -178,14 +180,14 @@ def _hunk_id(sha: str, file: str, k: int, text: str) -> str:
     return "K-" + hashlib.sha256(f"{sha}|{file}|{k}|{text}".encode()).hexdigest()[:12]
 
 
-def hunks(repo, sha: str) -> list[tuple[Hunk, str]]:
+def hunks(repo, sha: str, context: int = 3) -> list[tuple[Hunk, str]]:
     """(hunk, its own patch) for each hunk of the commit's diff from its first parent.
 
     The patch holds the file's header (without its ``index`` line, which names whole-file
     blobs) and the one hunk; ``git apply`` places it by context, allowing for lines that
     later commits moved."""
     out: list[tuple[Hunk, str]] = []
-    for block in _file_blocks(commit_patch(repo, sha)):
+    for block in _file_blocks(commit_patch(repo, sha, context)):
         first = next((i for i, ln in enumerate(block) if ln.startswith("@@")), None)
         header = block if first is None else block[:first]
         file = _path_of(header)

@@ -56,8 +56,10 @@ def scratch_root() -> Path:
 class Patches:
     """Each commit's diff and hunks, computed once per bisection."""
 
-    def __init__(self, repo) -> None:
+    def __init__(self, repo, context: int = 3) -> None:
         self.repo = repo
+        # 0: each change its own hunk, placed by line number (reverted bottom up)
+        self.context = context
         self._commit: dict[str, str] = {}
         self._hunks: dict[str, list[Hunk]] = {}
         self._hunk_patch: dict[str, str] = {}
@@ -69,7 +71,7 @@ class Patches:
 
     def hunks_of(self, sha: str) -> list[Hunk]:
         if sha not in self._hunks:
-            pairs = hunks(self.repo, sha)
+            pairs = hunks(self.repo, sha, self.context)
             self._hunks[sha] = [h for h, _ in pairs]
             self._hunk_patch.update((h.id, p) for h, p in pairs)
         return self._hunks[sha]
@@ -93,7 +95,7 @@ def remove_worktree(repo, path: Path) -> None:
         repo.git.worktree("prune")
 
 
-def _apply_reverse(wt, patch: str, what: str, *, three_way: bool) -> None:
+def _apply_reverse(wt, patch: str, what: str, *, three_way: bool, zero: bool = False) -> None:
     import git
 
     fd, name = tempfile.mkstemp(prefix="revert-", suffix=".patch", dir=scratch_root())
@@ -101,7 +103,7 @@ def _apply_reverse(wt, patch: str, what: str, *, three_way: bool) -> None:
         with os.fdopen(fd, "w") as f:
             f.write(patch if patch.endswith("\n") else patch + "\n")
         try:
-            wt.git.apply("-R", "--whitespace=nowarn", name)
+            wt.git.apply("-R", "--whitespace=nowarn", *(["--unidiff-zero"] if zero else []), name)
             return
         except git.GitCommandError as exc:
             if not three_way:
@@ -137,8 +139,19 @@ def built(repo, tree: TreeSpec, name: str, patches: Patches) -> Iterator[Path]:
                 ) from None
         for sha in tree.revert_commits:
             _apply_reverse(wt, patches.commit(sha), f"commit {sha[:10]}", three_way=True)
-        for hid in tree.revert_hunks:
-            _apply_reverse(wt, patches.hunk(hid), f"hunk {hid}", three_way=False)
+        order = list(tree.revert_hunks)
+        if patches.context == 0:
+            # hunks without context are placed by their line numbers: reverting the lower
+            # ones first leaves the numbers of those above them true
+            def pos(hid: str) -> tuple[str, int]:
+                h = patches.find(hid)
+                return (h.file, -h.line) if h is not None else ("", 0)
+
+            order.sort(key=pos)
+        for hid in order:
+            _apply_reverse(
+                wt, patches.hunk(hid), f"hunk {hid}", three_way=False, zero=patches.context == 0
+            )
         yield path
     finally:
         remove_worktree(repo, path)

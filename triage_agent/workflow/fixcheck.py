@@ -302,7 +302,7 @@ def validate_revert(
     return ev
 
 
-def source_change_class(case: Case, ledger: Ledger) -> Classification:
+def source_change_class(case: Case, ledger: Ledger, besides: str | None = None) -> Classification:
     """How a proven source change is classified: by the kind of comparison the case declares.
 
     When the runs are the same job at two revisions of the code (no declared difference in
@@ -311,9 +311,13 @@ def source_change_class(case: Case, ledger: Ledger) -> Classification:
     step is then a regression against that premise, a bug, unless the reader declares it the
     new numerical policy (the verdict says so and shows the diff). When the runs also differ
     in a declared setting, that setting may be what asks for other arithmetic: unknown.
+    ``besides`` names a declared key that is itself the source (a path to the package's
+    tree): it does not count as a setting.
     """
     a, b = materialize_case(case, Path(ledger.workspace))  # cached: the baselines
-    same_job = not declared_differences(case, a.provenance, b.provenance)
+    same_job = not [
+        d for d in declared_differences(case, a.provenance, b.provenance) if d.key != besides
+    ]
     return Classification.bug if same_job else Classification.unknown
 
 
@@ -324,16 +328,17 @@ class SourceChange(BaseModel):
     location: str = Field(description="each hunk's file:line in B, earliest effect first")
 
 
-def _hunks_said(res: BisectResult) -> tuple[str, str]:
+def _hunks_said(res: BisectResult, place: Callable[[str], str]) -> tuple[str, str]:
     """(where: each hunk's location and its own effect, its diffs), earliest effect first."""
     where = []
     for h in res.hunks:
         kept = f"alone in B: {h.kept.said}" if h.kept is not None else ""
         alone = f"reverted alone: {h.alone.said}" if h.alone is not None else ""
         what = "; ".join(t for t in (kept, alone) if t)
-        where.append(f"{h.hunk.location} ({what})" if what else h.hunk.location)
+        at = place(h.hunk.location)
+        where.append(f"{at} ({what})" if what else at)
     diffs = "\n".join(
-        f"{h.hunk.location} ({h.hunk.commit[:10]}):\n{h.hunk.diff}" for h in res.hunks
+        f"{place(h.hunk.location)} ({h.hunk.commit[:10]}):\n{h.hunk.diff}" for h in res.hunks
     )
     return "; ".join(where), diffs
 
@@ -345,6 +350,12 @@ def bisect_source_change(
     timeout_s: float,
     deadline: float,
     on_status: Callable[[str], None] = lambda s: None,
+    repo: Path | None = None,
+    rev_range: str | None = None,
+    extra_roots: list[Path] | None = None,
+    place: Callable[[str], str] = lambda loc: loc,
+    same_job_without: str | None = None,
+    context: int = 3,
 ) -> SourceChange | None:
     """No supported hypothesis, and the runs differ in source: bisect the revisions.
 
@@ -354,11 +365,17 @@ def bisect_source_change(
     the diffs in its rationale and the classification :func:`source_change_class` gives;
     the location names the hunk whose own effect shows at the earliest step first. A case
     that cannot be bisected, or a bisection without a proven set, is a ledger note and None.
+    ``repo``, ``rev_range`` and ``extra_roots`` bisect a repository the workflow made (two
+    trees as two commits); ``place`` names a hunk's location as the run names that tree.
     """
     try:
         res = bisect_case(
             case,
             ledger,
+            repo=repo,
+            rev_range=rev_range,
+            extra_roots=extra_roots,
+            context=context,
             budget_s=max(deadline - time.monotonic(), 0.0),
             timeout_s=timeout_s,
             progress=lambda p: on_status(f"bisect {p.phase}: {p.message}"),
@@ -370,11 +387,11 @@ def bisect_source_change(
         if res.status != "stopped":  # a stop has noted itself
             ledger.note(f"bisection of the source revisions: {res.message}", level="warning")
         return None
-    where, diffs = _hunks_said(res)
+    where, diffs = _hunks_said(res, place)
     where = where or ", ".join(c.said() for c in res.culprits)
     hyp = ledger.state().hypotheses[res.hypothesis]
     changes = {
-        "classification": source_change_class(case, ledger),
+        "classification": source_change_class(case, ledger, same_job_without),
         # opening with the locations: a resumed workflow's verdict reads its first word back
         "rationale": f"{where}. {res.message}" + (f"\n{diffs}" if diffs else ""),
     }

@@ -31,12 +31,14 @@ from .arms import Arm, prior_rerun, try_arm
 from .boundary_state import boundary_arms, proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for
+from .extra_writers import writer_arms
 from .fixcheck import bisect_source_change, validate_fix
 from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
 from .situation import Situation
 from .stage1 import run_stage1
 from .structural import extra_call_arms, is_draw
+from .tree_narrowing import narrow_tree_change
 
 Status = Callable[[str, str], None]
 What = Literal[
@@ -45,6 +47,8 @@ What = Literal[
     "trace",
     "trace-draws",
     "bisect",
+    "narrow",
+    "read-writes",
     "arm",
     "origin-fix",
     "read-setting",
@@ -122,6 +126,8 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "trace": _trace,
         "trace-draws": _trace_draws,
         "bisect": _bisect,
+        "narrow": _narrow,
+        "read-writes": _read_writes,
         "arm": _arm,
         "origin-fix": _origin_fix,
         "read-setting": _read_setting,
@@ -484,3 +490,45 @@ def _bisect(move: Move, sit: Situation, status: Status) -> None:
     if found is not None:
         sit.bisect_found = found.hypothesis
         sit.where[found.hypothesis.id] = found.location
+
+
+def _narrow(move: Move, sit: Situation, status: Status) -> None:
+    key = move.key.split("|", 1)[1]
+    found = narrow_tree_change(
+        sit.case,
+        sit.ledger,
+        key,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("bisect", m),
+    )
+    if found is None:
+        return
+    sit.bisect_found = found.hypothesis
+    sit.where[found.hypothesis.id] = found.location
+    if move.hypothesis:
+        setting = sit.state().hypotheses[move.hypothesis]
+        sit.ledger.update_hypothesis(
+            setting.id,
+            statement=f"{setting.statement}; it reaches training through "
+            f"{found.location.split(' (')[0]}",
+        )
+
+
+def _read_writes(move: Move, sit: Situation, status: Status) -> None:
+    """A proven setting read through the training counters: each extra writer suppressed
+    where its line calls it, the setting left as the run has it (a reading, not a test of
+    the setting)."""
+    hyp = sit.state().hypotheses[move.hypothesis or ""]
+    arms = writer_arms(
+        sit.case,
+        sit.ledger,
+        hyp,
+        timeout_s=sit.opts.timeout_s,
+        on_status=lambda m: status("writes", m),
+    )
+    for arm in arms:
+        m = arm_move(arm, gain=move.gain, guided=True, why=arm.hypothesis.statement, cost_s=0.0)
+        _arm(m.model_copy(update={"reading": True}), sit, status)
+        if sit.validated(arm.hypothesis.id) is not None:
+            return

@@ -20,6 +20,10 @@ None knows a case: each reads one kind of evidence and proposes the general test
   refuted restore-rng beside a draw whose generator differs points past the streams, at the
   state a reseed is computed from.
 - :func:`readings`: a proven setting read further from the trace of the two runs.
+- :func:`narrowings`: a proven path setting whose two values are two trees (a package's two
+  versions), narrowed to the hunks of their diff that carry the difference.
+- :func:`write_readings`: a proven launch flag, config key or variable read through the
+  training counters: a scheduler one run steps through a call the other never makes.
 - :func:`site_readings`: a proven setting read through a site a reproducer showed
   misbehaving under B's value of it, by running the reproducer at A's value.
 """
@@ -37,6 +41,7 @@ from .declared import hypothesis_for, selects_computation, uncontrolled
 from .moves import Move, arm_move, moved_generator
 from .situation import Situation, relaunchable
 from .structural import is_draw
+from .tree_narrowing import tree_pair
 
 Proposer = Callable[[Situation], list[Move]]
 
@@ -508,6 +513,65 @@ def readings(sit: Situation) -> list[Move]:
     ]
 
 
+def narrowings(sit: Situation) -> list[Move]:
+    """A proven path setting (B given A's PYTHONPATH made every step match) whose two values
+    differ by one directory in each: the two trees' hunks are bisected to those that carry
+    the whole difference. A hunk is a place; a path setting is only where to look."""
+    out: list[Move] = []
+    for h in sit.proven():
+        where = sit.where.get(h.id, "")
+        if not where.startswith("env:") or not relaunchable(sit.case):
+            continue
+        key = where.removeprefix("env:")
+        pair = tree_pair(sit.case, key)
+        if pair is None:
+            continue
+        out.append(
+            Move(
+                key=f"narrow|{key}",
+                kind="read",
+                what="narrow",
+                said=f"bisect the hunks between {key}'s two trees ({pair[0].name} in A, "
+                f"{pair[1].name} in B) to those whose revert gives back A's bits",
+                cost_s=8 * sit.launch_s,
+                gain=POINTED,
+                guided=True,
+                why=f"{h.statement}, proven by {_proof(sit, h)}; its values name two trees",
+                hypothesis=h.id,
+            )
+        )
+    return out
+
+
+def write_readings(sit: Situation) -> list[Move]:
+    """A proven declared difference that is not a numerical setting may reach training
+    through a call the code it selects makes: a counter written by that call. Read it by a
+    write watch on the training counters in both runs."""
+    if not relaunchable(sit.case):
+        return []
+    out: list[Move] = []
+    for h in sit.proven():
+        where = sit.where.get(h.id, "")
+        if not where.startswith(("config:", "env:")) or str(h.category) == "precision":
+            continue
+        out.append(
+            Move(
+                key=f"read-writes|{h.id}",
+                kind="read",
+                what="read-writes",
+                said="rerun both runs with a write watch on the schedulers' counters: a call "
+                "only one run makes that moves them",
+                cost_s=3 * sit.launch_s,
+                gain=ENV,
+                guided=True,
+                why=f"{h.statement}, proven by {_proof(sit, h)}: the code it selects may make a "
+                "call the other run does not",
+                hypothesis=h.id,
+            )
+        )
+    return out
+
+
 def site_readings(sit: Situation) -> list[Move]:
     """A proven setting read through a site a reproducer showed misbehaving under B's value
     of that setting: run the reproducer again at A's value. If the site then behaves, the
@@ -584,6 +648,8 @@ PROPOSERS: tuple[Proposer, ...] = (
     traced,
     resume,
     readings,
+    narrowings,
+    write_readings,
     site_readings,
 )
 

@@ -1,0 +1,80 @@
+"""A proven launch flag read through the training counters: the loop the flag selects steps
+the LR scheduler a second time from its second step on. A write watch on the schedulers'
+counters in both runs finds the call only run B makes; suppressing the scheduler's step where
+that line calls it, with the flag left on, makes every step match, and the verdict names the
+line. Also: the line-scoped suppression itself, which leaves every other caller alone."""
+
+from __future__ import annotations
+
+import pytest
+from test_workflow_support import script_case, triage
+
+from triage_agent.errors import InputError
+from triage_agent.interventions import parse_intervention
+from triage_agent.ledger_view import verdict_basis
+from triage_agent.records import EvidenceResult
+
+TRAIN = """import sys
+
+import torch
+
+import loops
+from triage_agent.metrics import MetricLog
+
+out, legacy = sys.argv[1], "--legacy-loop" in sys.argv
+torch.manual_seed(0)
+net = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+with MetricLog(out, rank=0) as log:
+    (loops.legacy if legacy else loops.plain)(net, opt, sched, x, y, 5, log)
+"""
+
+LOOPS = """def _update(net, opt, x, y):
+    loss = (net(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def plain(net, opt, sched, x, y, steps, log):
+    for step in range(steps):
+        loss = _update(net, opt, x, y)
+        sched.step()
+        log.log(step, loss=loss, lr=opt.param_groups[0]["lr"])
+
+
+def legacy(net, opt, sched, x, y, steps, log):
+    for step in range(steps):
+        loss = _update(net, opt, x, y)
+        sched.step()
+        if step >= 1:
+            sched.step()  # the epoch-end call of the loop this one came from
+        log.log(step, loss=loss, lr=opt.param_groups[0]["lr"])
+"""
+
+
+def test_a_flag_that_selects_a_loop_stepping_the_scheduler_twice_is_read_to_that_call(tmp_path):
+    case = script_case(
+        tmp_path, "stepped-twice", "--legacy-loop", {"train.py": TRAIN, "loops.py": LOOPS}
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 1  # the lr logged after step 1's extra call
+    line = next(i for i, s in enumerate(LOOPS.splitlines(), 1) if "epoch-end call" in s)
+    assert v is not None and v.classification.value == "bug", v
+    assert (v.location or "").startswith(f"loops.py:{line}"), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.result == EvidenceResult.supported
+    assert proof.data.interventions == [
+        f"suppress torch.optim.lr_scheduler:LRScheduler.step@loops.py:{line}"
+    ]
+
+
+def test_a_suppression_scoped_to_a_line_parses_and_says_so():
+    iv = parse_intervention("suppress torch.optim.lr_scheduler:LRScheduler.step@loops.py:21")
+    assert iv.site == "loops.py:21" and iv.scope == "run"
+    with pytest.raises(InputError, match=r"\[@init\|@FILE:LINE\]"):
+        parse_intervention("suppress torch.optim.lr_scheduler:LRScheduler.step@loops.py")

@@ -1,0 +1,170 @@
+"""A proven setting read through the training counters it moves: a call only one run makes.
+
+A declared difference (a flag that chooses another loop, a config key) can carry the whole
+difference without being a numerical policy: the code it selects makes a call the other run
+does not, and that call writes a counter training reads (an LR scheduler stepped twice per
+step, a warm-up counter advanced by a helper). Both runs are rerun as they are, with a write
+watch (:mod:`.write_recorder`) on the counters of the schedulers torch and DeepSpeed define;
+each write is filed under the job's line that led to it (its innermost frame outside torch,
+DeepSpeed and this tool) and the function that line called. A (counter, function) pair one
+run writes through more often than the other is an extra writer; the test suppresses that
+function where that line calls it, in that run, with every setting left as it is. If every
+step then matches, the line is where the difference is made: a bug there, which the setting
+only exposes.
+
+Limits: only the counters named in :data:`COUNTERS` are watched (an attribute written with
+``setattr``); a counter kept in a dict or a tensor is not seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable
+
+from ..job_frames import DEEPSPEED, PROJECT, TORCH
+from ..ledger import Ledger
+from ..records import Case, Classification, Hypothesis
+from .arms import Arm
+from .write_recorder import Frame, WatchReport, WatchTarget, WriteRecord
+from .writer_watch import shown, watched
+
+# training counters a call advances: the schedulers' positions
+COUNTERS = (
+    WatchTarget(module="torch.optim.lr_scheduler", qualname="LRScheduler", attrs=["last_epoch"]),
+    WatchTarget(
+        module="deepspeed.runtime.lr_schedules",
+        qualname="WarmupLR",
+        attrs=["last_batch_iteration"],
+    ),
+    WatchTarget(
+        module="deepspeed.runtime.lr_schedules",
+        qualname="OneCycle",
+        attrs=["last_batch_iteration"],
+    ),
+    WatchTarget(
+        module="deepspeed.runtime.lr_schedules",
+        qualname="LRRangeTest",
+        attrs=["last_batch_iteration"],
+    ),
+)
+_LIBRARY = (TORCH, DEEPSPEED, PROJECT, "/site-packages/", "<frozen", "<string>")
+
+
+def _job_turn(stack: list[Frame]) -> tuple[Frame, Frame] | None:
+    """(the job's innermost frame, the frame it called), innermost first in ``stack``."""
+    for inner, frame in zip(stack, stack[1:], strict=False):
+        if not any(s in frame.file for s in _LIBRARY) and any(s in inner.file for s in _LIBRARY):
+            return frame, inner
+    return None
+
+
+def _writers(reports: list[WatchReport], cwd: str | None) -> Counter:
+    """(rank, counter, called function) -> writes, and the job's lines behind each."""
+    out: Counter = Counter()
+    for rep in reports:
+        for w in rep.writes:
+            turn = _job_turn(w.stack)
+            if turn is None:
+                continue
+            site, callee = turn
+            out[
+                (rep.rank, f"{w.cls}.{w.attr}", callee.module, callee.function, _site(site, cwd))
+            ] += w.count
+    return out
+
+
+def _site(f: Frame, cwd: str | None) -> str:
+    return f"{shown(f.file, cwd)}:{f.line}"
+
+
+def extra_writers(
+    a: list[WatchReport], b: list[WatchReport], cwd_a: str | None, cwd_b: str | None
+) -> list[tuple[str, str, str, str, int, int]]:
+    """(run, counter, module:function, the job's line, its writes, the other run's writes
+    through that function) for each counter written through a function more often in one
+    run than in the other, on the lowest rank where that happens."""
+    wa, wb = _writers(a, cwd_a), _writers(b, cwd_b)
+
+    def by_callee(w: Counter) -> Counter:
+        c: Counter = Counter()
+        for key, n in w.items():
+            c[key[:4]] += n
+        return c
+
+    ca, cb = by_callee(wa), by_callee(wb)
+    out = []
+    for run, mine, other, writes in (("b", cb, ca, wb), ("a", ca, cb, wa)):
+        for key, n in sorted(mine.items()):
+            if n <= other.get(key, 0):
+                continue
+            rank, counter, mod, fn = key
+            sites = [(s, m) for (r, c, md, f, s), m in writes.items() if (r, c, md, f) == key]
+            for site, _m in sorted(sites, key=lambda x: -x[1])[:2]:
+                out.append((run, counter, f"{mod}:{fn}", site, n, other.get(key, 0)))
+    return out
+
+
+def writer_arms(
+    case: Case,
+    ledger: Ledger,
+    proven: Hypothesis,
+    *,
+    timeout_s: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> list[Arm]:
+    """Both runs rerun under the counters' write watch; an arm for each extra writer."""
+    outs, reps = {}, {}
+    for run in ("a", "b"):
+        outs[run], reps[run] = watched(
+            case, ledger, run, [], list(COUNTERS), timeout_s=timeout_s, on_status=on_status
+        )
+    if not (outs["a"].ok and outs["b"].ok):
+        ledger.note(
+            "the counters' write watch did not complete in both runs: no extra writer is read",
+            level="warning",
+        )
+        return []
+    found = extra_writers(reps["a"], reps["b"], case.run_a.cwd, case.run_b.cwd)
+    if not found:
+        ledger.note(
+            f"{proven.id} read through the training counters: every scheduler counter is "
+            "written through the same functions as often in both runs"
+        )
+        return []
+    arms = []
+    for run, counter, callee, site, n, m in found[:2]:
+        statement = (
+            f"run {run.upper()}'s call at {site} writes {counter} through {callee} ({n} writes "
+            f"against the other run's {m}): the extra writes carry the difference that "
+            f"{proven.statement.split(':')[0]} exposes"
+        )
+        hid = (
+            "H-"
+            + hashlib.sha256(f"writer|{run}|{counter}|{callee}|{site}".encode()).hexdigest()[:10]
+        )
+        arms.append(
+            Arm(
+                hypothesis=Hypothesis(
+                    id=hid,
+                    statement=statement,
+                    category="extra-call",
+                    rationale=f"a write watch on {counter}: {n} writes through {callee} in run "
+                    f"{run.upper()}, {m} in the other; tested by suppressing {callee} where "
+                    f"{site} calls it, every setting as the run has it",
+                    classification=Classification.bug,
+                ),
+                intervention=f"suppress {callee}@{site}",
+                run=run,
+                kind="extra-call",
+                location=site,
+            )
+        )
+    ledger.note(
+        f"{proven.id} read through the training counters: "
+        + "; ".join(f"{a.run.upper()} {a.intervention}" for a in arms)
+    )
+    return arms
+
+
+__all__ = ["COUNTERS", "WriteRecord", "extra_writers", "writer_arms"]
