@@ -299,6 +299,7 @@ class Bisection:
                     return PASSES.get(p(tree()).outcome)
 
                 hs = ddmin(hs, passes)
+                hs = _drop_whole_files(hs, passes)
             chosen[c.sha] = hs
         return [h for c in culprits for h in chosen[c.sha] or []], tree()
 
@@ -493,6 +494,20 @@ def bisect_case(
         res.seconds = round(time.monotonic() - t0, 3)
     res.message = _conclusion(res)
     return res
+
+
+def _drop_whole_files(hs: list[Hunk], passes: Callable[[list[Hunk]], bool | None]) -> list[Hunk]:
+    """ddmin's set is 1-minimal: no single hunk can go. Hunks of one file are often coupled
+    (a constant renamed, and each line that reads it): none can go alone, all can go
+    together. Each file's hunks are tried out of the set together, one probe per file."""
+    files = list(dict.fromkeys(h.file for h in hs))
+    if len(files) < 2:
+        return hs
+    for file in files:
+        rest = [h for h in hs if h.file != file]
+        if rest and passes(rest):
+            hs = rest
+    return hs
 
 
 def run_tree(rng: Range, culprits: list[CommitInfo]) -> TreeSpec:

@@ -326,6 +326,7 @@ class SourceChange(BaseModel):
 
     hypothesis: Hypothesis
     location: str = Field(description="each hunk's file:line in B, earliest effect first")
+    diffs: list[str] = Field(default_factory=list, description="each proven hunk's diff")
 
 
 def _hunks_said(res: BisectResult, place: Callable[[str], str]) -> tuple[str, str]:
@@ -397,4 +398,4 @@ def bisect_source_change(
     }
     if any(getattr(hyp, k) != v for k, v in changes.items()):
         hyp = ledger.update_hypothesis(hyp.id, **changes)
-    return SourceChange(hypothesis=hyp, location=where)
+    return SourceChange(hypothesis=hyp, location=where, diffs=[h.hunk.diff for h in res.hunks])

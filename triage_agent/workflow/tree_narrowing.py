@@ -16,8 +16,10 @@ longer matches), it names the change, not the reader: the verdict says which rul
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -122,7 +124,7 @@ def narrow_tree_change(
         "step matches"
     )
     prefix = b_entry.rstrip("/\\")
-    return bisect_source_change(
+    found = bisect_source_change(
         case,
         ledger,
         timeout_s=timeout_s,
@@ -137,3 +139,120 @@ def narrow_tree_change(
         # difference is not merged with its neighbours (a docstring, a signature)
         context=0,
     )
+    return _renamed_reader(ledger, found, b_dir, prefix)
+
+
+def _renamed_reader(
+    ledger: Ledger, found: SourceChange | None, b_dir: Path, prefix: str
+) -> SourceChange | None:
+    """The smallest change that gives back A's bits only renames identifiers: a rename is no
+    arithmetic, so what carries the difference is the code that still reads the old name as
+    a string (a filter by parameter name, a key lookup). That reader is the place, when B's
+    tree holds one; otherwise the hunks stay the place and the verdict says it is a rename."""
+    if found is None:
+        return None
+    mapping = renames(found.diffs)
+    if mapping is None:
+        return found
+    old = {k for k in mapping if "\0" not in k and len(k) > 1}
+    hunks = {loc.split(" (")[0].removeprefix(prefix + "/") for loc in found.location.split("; ")}
+    readers = name_readers(b_dir, old, hunks) if old else []
+    said = ", ".join(sorted({f"{k} -> {v}" for k, v in mapping.items() if "\0" not in k}))
+    if not readers:
+        ledger.note(
+            f"the proven hunks only rename ({said}); no string in B's tree holds an old name, "
+            "so the rename itself stays the place"
+        )
+        return found
+    file, line, name = readers[0]
+    where = (
+        f"{prefix}/{file}:{line} (still selects by the old name '{name}', which the rename "
+        f"{said} at {found.location.split(' (')[0]} took away)"
+    )
+    ledger.note(
+        f"the smallest change that gives back A's bits only renames ({said}): a rename is "
+        f"no arithmetic, and {prefix}/{file}:{line} still matches the old name '{name}' as a "
+        "string; it is named as the place, the rename as what exposed it"
+    )
+    hyp = ledger.update_hypothesis(
+        found.hypothesis.id,
+        rationale=f"{where}. {found.hypothesis.rationale}",
+    )
+    return found.model_copy(update={"hypothesis": hyp, "location": where})
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def renames(diffs: list[str]) -> dict[str, str] | None:
+    """old -> new when every hunk only renames identifiers (each removed line becomes an added
+    line whose words differ only by one consistent substitution); None otherwise."""
+    mapping: dict[str, str] = {}
+    for diff in diffs:
+        body = [ln for ln in diff.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
+        old = [ln[1:] for ln in body if ln.startswith("-")]
+        new = [ln[1:] for ln in body if ln.startswith("+")]
+        if not old or len(old) != len(new):
+            return None
+        for a, b in zip(old, new, strict=True):
+            wa, wb = _WORD.findall(a), _WORD.findall(b)
+            if len(wa) != len(wb) or _WORD.sub("", a).split() != _WORD.sub("", b).split():
+                return None
+            for x, y in zip(wa, wb, strict=True):
+                if x != y and mapping.setdefault(x, y) != y and not _also(mapping, x, y):
+                    return None
+    return mapping or None
+
+
+def _also(mapping: dict[str, str], old: str, new: str) -> bool:
+    # one old name may become several new ones (a block's norm -> ln, the final norm -> ln_f)
+    mapping[f"{old}\0{new}"] = new
+    return True
+
+
+def name_readers(tree: Path, old_names: set[str], skip: set[str]) -> list[tuple[str, int, str]]:
+    """(file, line, the old name) of each place in ``tree`` that compares against a string
+    holding an old name as a whole word: the string itself when it is used where it stands,
+    else each use of the name it is bound to. Docstrings and the ``skip`` files' renamed
+    lines are left out."""
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(old_names))) + r")(?![A-Za-z0-9_])"
+    )
+    out: list[tuple[str, int, str]] = []
+    for f in sorted(tree.rglob("*.py")):
+        rel = str(f.relative_to(tree))
+        try:
+            mod = ast.parse(f.read_text())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        docs = {
+            id(n.value)
+            for n in ast.walk(mod)
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+        }
+        bound: dict[str, tuple[int, str]] = {}
+        for node in ast.walk(mod):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            m = pattern.search(node.value)
+            if m is None or id(node) in docs or f"{rel}:{node.lineno}" in skip:
+                continue
+            owner = next(
+                (
+                    a
+                    for a in ast.walk(mod)
+                    if isinstance(a, ast.Assign)
+                    and any(c is node for c in ast.walk(a.value))
+                    and len(a.targets) == 1
+                    and isinstance(a.targets[0], ast.Name)
+                ),
+                None,
+            )
+            if owner is None:
+                out.append((rel, node.lineno, m.group(1)))
+            else:
+                bound[owner.targets[0].id] = (node.lineno, m.group(1))  # type: ignore[attr-defined]
+        for node in ast.walk(mod):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
+                out.append((rel, node.lineno, bound[node.id][1]))
+    return sorted(set(out))
