@@ -722,6 +722,7 @@ def materialize(
             repos={run.name: run.cwd} if run.cwd else None,
             environ=job_env,
             import_torch="torch" in sys.modules,
+            workspace=workspace,
         ),
     )
     segments: list[Path] = []
