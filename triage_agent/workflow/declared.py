@@ -234,7 +234,10 @@ def positional_differences(a: RunSpec, b: RunSpec) -> list[DeclaredDifference]:
     """The positional arguments (the program, its script, a subcommand, a file named bare)
     in which the runs' launch commands differ, command by command, each with both values (an
     argument only one run passes is absent in the other); commands that differ in number are
-    one difference. Placeholders such as ``{out}`` stand for the same thing in both runs."""
+    one difference. Placeholders such as ``{out}`` stand for the same thing in both runs. A
+    run that declares no command (its metrics given as files) declares no difference."""
+    if not a.launch or not b.launch:
+        return []
     if len(a.launch) != len(b.launch):
         return [
             DeclaredDifference(kind="positional", key="commands", a=len(a.launch), b=len(b.launch))
