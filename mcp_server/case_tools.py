@@ -165,8 +165,8 @@ def _baseline_metrics(
 
 
 class MismatchOut(BaseModel):
-    report: MismatchReport = Field(
-        description="first differing step, what differs, the phase of the interval"
+    evidence_id: str = Field(
+        description="the metrics evidence this call recorded: cite it in a verdict's chain"
     )
     confirmed: bool = Field(description="the metric bits first differ at the claimed step")
     common_steps: int = Field(description="steps both runs logged (the list in report is capped)")
@@ -174,12 +174,20 @@ class MismatchOut(BaseModel):
         description="both runs hold the same ranks and steps; false: 'equal' covers only "
         "what both have (see the diff's only_in_* and ranks_only_in_*)"
     )
+    report: MismatchReport = Field(
+        description="first differing step, what differs, the phase of the interval, and what "
+        "the runs were told differently (declared: a launch flag, positional argument, "
+        "environment variable or config key, with both values)"
+    )
 
 
 def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress) -> MismatchOut:
     """Find the first step whose metric bits differ between the runs, characterise the
-    interval (first step, resume, accumulation boundary, multi-rank, update) and record it as
-    metrics evidence. Printed loss is not evidence: the raw bits of every metric are compared."""
+    interval (first step, resume, accumulation boundary, multi-rank, update), list what the
+    runs were told differently (environment variables, launch flags, positional arguments,
+    config keys, each with both values) and record it as metrics evidence, whose id comes
+    first in the result. Printed loss is not evidence: the raw bits of every metric are
+    compared."""
     from triage_agent.workflow import confirm_mismatch as confirm
 
     case = ws.require_case()
@@ -204,11 +212,13 @@ def confirm_mismatch(ws: Workspace, args: ConfirmMismatchIn, progress: Progress)
             "only_in_b": rep.diff.only_in_b[:MAX_LIST_ITEMS],
         }
     )
+    assert rep.evidence_id is not None  # confirm_mismatch records before it returns
     return MismatchOut(
-        report=rep.model_copy(update={"diff": capped}),
+        evidence_id=rep.evidence_id,
         confirmed=rep.step is not None and not rep.given_step_wrong,
         common_steps=n,
         complete=rep.diff.complete,
+        report=rep.model_copy(update={"diff": capped, "declared": rep.declared[:MAX_LIST_ITEMS]}),
     )
 
 

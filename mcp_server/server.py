@@ -41,7 +41,7 @@ from triage_agent.ledger import dumps_state
 from triage_agent.ledger_view import to_markdown
 
 from .security import Workspace, cap_text
-from .spec import Progress, ToolSpec
+from .spec import ToolSpec
 from .tools import available_tools
 from .workflow_prompt import INSTRUCTIONS, two_stage_prompt
 
@@ -58,30 +58,80 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:MAX_ERROR_CHARS]
 
 
-def _progress_sink(ctx: Context, min_interval_s: float = 0.1) -> Progress:
+MAX_PROGRESS_CHARS = 2000
+
+
+class _ProgressSink:
     """A progress callable usable from the worker thread a tool runs in.
 
     Throttled (a scan reports every file): at most one notification per ``min_interval_s``,
-    except the final one (done == total), which is always sent. The event loop's token is
-    taken here, in the loop, because library code reports from threads of its own (a
-    launch's output watcher), not only from the tool's worker thread; concurrent reports
+    except the final one (done == total), which is always sent. A report the throttle holds
+    back is not lost: its message travels with the next notification, and whatever is still
+    held when the tool returns is sent then (``flush``), so a client sees every file a scan
+    read and every stage a launch went through, however fast they came. The event loop's
+    token is taken here, in the loop, because library code reports from threads of its own
+    (a launch's output watcher), not only from the tool's worker thread; concurrent reports
     are serialised so the values the client sees only grow."""
-    last = [0.0]
-    token = anyio.lowlevel.current_token()
-    lock = threading.Lock()
 
-    def report(done: float, total: float | None = None, message: str | None = None) -> None:
-        with lock:
+    def __init__(self, ctx: Context, min_interval_s: float = 0.1) -> None:
+        self._ctx = ctx
+        self._interval = min_interval_s
+        self._token = anyio.lowlevel.current_token()
+        self._lock = threading.Lock()
+        self._last = 0.0
+        self._held: list[str] = []
+        self._pending: tuple[float, float | None] | None = None
+
+    def __call__(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        with self._lock:
+            if message:
+                self._held.append(message)
             now = time.monotonic()
-            if now - last[0] < min_interval_s and (total is None or done < total):
+            if now - self._last < self._interval and (total is None or done < total):
+                self._pending = (done, total)
                 return
-            last[0] = now
+            self._last = now
+            said = self._take()
             try:
-                anyio.from_thread.run(ctx.report_progress, done, total, message, token=token)
+                anyio.from_thread.run(
+                    self._ctx.report_progress, done, total, said, token=self._token
+                )
             except Exception as exc:  # noqa: BLE001 - progress must never fail the tool
                 log.warning("progress notification not delivered: %s", exc)
 
-    return report
+    def _take(self) -> str | None:
+        """The held messages, oldest first, as one line; the newest kept when over the cap."""
+        held, self._held, self._pending = self._held, [], None
+        kept: list[str] = []
+        size = 0
+        for m in reversed(held):
+            if kept and size + len(m) + 2 > MAX_PROGRESS_CHARS:
+                break
+            kept.append(m)
+            size += len(m) + 2
+        kept.reverse()
+        said = "; ".join(kept)
+        if len(kept) < len(held):
+            said = f"(+{len(held) - len(kept)} earlier) {said}"
+        return cap_text(said, MAX_PROGRESS_CHARS) if said else None
+
+    async def flush(self) -> None:
+        """Send what the throttle still holds; called in the event loop once the tool ends."""
+        # never wait for the lock here, in the loop: a thread holding it waits for the loop
+        # to deliver its own report, which carries what was held
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._pending is None:
+                return
+            done, total = self._pending
+            said = self._take()
+        finally:
+            self._lock.release()
+        try:
+            await self._ctx.report_progress(done, total, said)
+        except Exception as exc:  # noqa: BLE001 - progress must never fail the tool
+            log.warning("progress notification not delivered: %s", exc)
 
 
 class _Tool(Tool):
@@ -107,11 +157,14 @@ def _sdk_tool(spec: ToolSpec, ws: Workspace) -> Tool:
     args_model = create_model(f"{spec.name}_arguments", __base__=(spec.input, ArgModelBase))
 
     async def call(ctx: Context, **kwargs: Any) -> BaseModel:
+        progress = _ProgressSink(ctx)
         try:
             args = spec.input.model_validate(kwargs)
-            result = await anyio.to_thread.run_sync(spec.fn, ws, args, _progress_sink(ctx))
+            result = await anyio.to_thread.run_sync(spec.fn, ws, args, progress)
         except (TriageError, ValidationError) as exc:
             raise ToolError(_one_line(exc)) from exc
+        finally:
+            await progress.flush()
         return result
 
     return _Tool(

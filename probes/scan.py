@@ -243,9 +243,11 @@ def run_scan(req: ScanRequest, progress: Progress | None = None) -> ScanResult:
             with mp.get_context("fork").Pool(workers) as pool:
                 shards = [list(range(w, len(todo), workers)) for w in range(workers)]
                 for part in pool.imap_unordered(_worker, shards):
-                    outcomes.update(part)
-                    if progress is not None:
-                        progress(len(outcomes), total, "")
+                    for i, outcome in part:
+                        # as the loop below reports: the files done before this one, its name
+                        if progress is not None:
+                            progress(len(outcomes), total, todo[i].display)
+                        outcomes[i] = outcome
         finally:
             _WORK = None
     else:

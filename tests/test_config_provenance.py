@@ -121,6 +121,37 @@ def test_provenance_reads_git_revision_and_dirty_flag(tmp_path):
     assert capture(repos={"src": str(tmp_path)}).git["src"]["dirty"] is True
 
 
+def test_provenance_dirty_flag_leaves_out_the_workspace_inside_the_repository(tmp_path):
+    repo = git.Repo.init(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("x = 1\n")
+    repo.index.add(["src/train.py"])
+    repo.index.commit("one")
+    ws = tmp_path / ".triage"
+    (ws / "runs" / "a").mkdir(parents=True)
+    (ws / "ledger.jsonl").write_text("{}\n")
+    (ws / "runs" / "a" / "metrics.jsonl").write_text("{}\n")
+    # the run's directory is a subdirectory: the repository is found above it
+    seen = capture(repos={"a": str(tmp_path / "src")}, import_torch=False, workspace=ws)
+    assert seen.git["a"]["dirty"] is False and seen.git["a"]["dirty_excludes"] == [".triage"]
+    assert capture(repos={"a": str(tmp_path)}, import_torch=False).git["a"]["dirty"] is True
+
+    # anything else is still a change: an untracked file beside the workspace, an edit
+    def dirty() -> bool:
+        return capture(repos={"a": str(tmp_path)}, import_torch=False, workspace=ws).git["a"][
+            "dirty"
+        ]
+
+    (tmp_path / "notes.txt").write_text("n\n")
+    assert dirty() is True
+    (tmp_path / "notes.txt").unlink()
+    (tmp_path / "src" / "train.py").write_text("x = 2\n")
+    assert dirty() is True
+    # a workspace outside the repository excludes nothing and says nothing
+    other = capture(repos={"a": str(tmp_path)}, import_torch=False, workspace=tmp_path.parent)
+    assert "dirty_excludes" not in other.git["a"]
+
+
 def test_provenance_non_git_directory_is_reported_not_raised(tmp_path):
     assert capture(repos={"x": str(tmp_path)}, import_torch=False).git["x"] == {
         "error": "not a git repository"

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import torch
+from mcp.client.stdio import StdioServerParameters
 
 from triage_agent.metrics import MetricLog
 
@@ -49,6 +53,20 @@ def make_workspace(root: Path, with_case_file: bool = True) -> Path:
 
 def run_async(fn: Callable[[], Awaitable[Any]]) -> Any:
     return anyio.run(fn)
+
+
+def triage_mcp_exe() -> str:
+    """The installed ``triage-mcp`` console script."""
+    exe = shutil.which("triage-mcp") or os.path.join(os.path.dirname(sys.executable), "triage-mcp")
+    assert os.path.exists(exe), "triage-mcp console script is not installed"
+    return exe
+
+
+def stdio_params(ws: Path) -> StdioServerParameters:
+    """``triage-mcp --workspace WS`` as a real client starts it, over stdio."""
+    return StdioServerParameters(
+        command=triage_mcp_exe(), args=["--workspace", str(ws)], cwd=str(ws)
+    )
 
 
 TRAIN_SRC = """import torch

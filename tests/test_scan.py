@@ -78,6 +78,20 @@ def test_scan_file_budget_is_reported(tmp_path):
     assert res.budget_hit == "scanned 2/5 files, 2-file budget reached"
 
 
+def test_scan_progress_names_each_file_with_workers_too(tmp_path):
+    for i in range(4):
+        (tmp_path / f"m{i}.py").write_text(BUGGY)
+    for workers in (1, 2):
+        seen: list[tuple[int, int, str]] = []
+        res = run_scan(
+            ScanRequest(paths=[str(tmp_path)], workers=workers),
+            lambda done, total, what, seen=seen: seen.append((done, total, what)),
+        )
+        assert res.files_scanned == 4
+        assert sorted(Path(w).name for _, _, w in seen) == [f"m{i}.py" for i in range(4)]
+        assert [d for d, _, _ in seen] == [0, 1, 2, 3], workers
+
+
 def test_scan_time_budget_is_reported():
     res = run_scan(ScanRequest(paths=[str(DS_ROOT)], max_seconds=0.05, workers=1))
     assert res.budget_hit is not None and "budget reached" in res.budget_hit

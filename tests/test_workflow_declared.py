@@ -13,7 +13,7 @@ from test_workflow_support import triage
 
 from triage_agent.ledger_view import discriminator_rows, to_markdown, verdict_basis
 from triage_agent.records import Case, EvidenceKind, RunSpec
-from triage_agent.workflow.declared import declared_differences
+from triage_agent.workflow.declared import declared_differences, positional_differences
 
 # A reduction over 2**20 values: PyTorch sums it in one partial per thread, so the data mean
 # rounds differently under one and two intra-op threads.
@@ -91,6 +91,30 @@ def test_flags_and_config_keys_are_read_from_the_launch(tmp_path):
     other = case.model_copy(deep=True)
     other.run_b.launch[0][1] = "u.py"
     assert declared_differences(other) == []
+
+
+def test_positional_arguments_are_reported_never_proposed(tmp_path):
+    def run(name, *launch):
+        return RunSpec(name=name, cwd=str(tmp_path), launch=[list(c) for c in launch])
+
+    a = run("a", ["python", "t.py", "--out", "{out}"])
+    b = run("b", ["python", "u.py", "resume", "--out", "{out}"])
+    got = [(d.key, d.a, d.b, d.a_has, d.b_has) for d in positional_differences(a, b)]
+    assert got == [
+        ("argument 2", "t.py", "u.py", True, True),
+        ("argument 3", None, "resume", False, True),
+    ]
+    assert all(d.tests() == [] for d in positional_differences(a, b))
+    assert declared_differences(Case(run_a=a, run_b=b)) == []  # nothing for the loop to test
+    two = run("b", ["python", "t.py", "--out", "{out}"], ["python", "u.py"])
+    (n,) = positional_differences(a, two)
+    assert n.said() == "the runs launch a different number of commands (A: 1, B: 2)"
+    # one command each, the second argument of the second one differing
+    pair = run("a", ["python", "t.py"], ["python", "v.py"])
+    (d,) = positional_differences(pair, two)
+    assert d.key == "argument 2 of command 2" and (d.a, d.b) == ("v.py", "u.py")
+    # a run given as metric files declares no command, hence no difference
+    assert positional_differences(a, RunSpec(name="b", metrics="runs/b")) == []
 
 
 def test_an_environment_difference_is_proven_by_aligning_it_on_b(tmp_path):

@@ -56,6 +56,10 @@ class MetricsData(_Data):
     ranks_differing: list[int] = Field(default_factory=list)
     source_differs: bool = False
     env_differs: dict[str, list[str | None]] = Field(default_factory=dict)
+    declared: list[Json] = Field(
+        default_factory=list,
+        description="what the runs were told differently (kind, key, both values)",
+    )
     metrics_a: str | None = None
     metrics_b: str | None = None
     failing_run: str | None = Field(

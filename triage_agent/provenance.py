@@ -54,8 +54,15 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def git_info(repo_path: str | os.PathLike[str]) -> dict[str, object]:
-    """Revision and dirty flag of a repository through GitPython; never raises."""
+def git_info(
+    repo_path: str | os.PathLike[str], workspace: str | os.PathLike[str] | None = None
+) -> dict[str, object]:
+    """Revision and dirty flag of a repository through GitPython; never raises.
+
+    ``workspace`` is this tool's own directory (the ledger, the runs it launched): when it
+    lies inside the repository, what it holds is the tool's output, not a change to the code
+    that ran, so it is left out of the dirty check and the record says so
+    (``dirty_excludes``, paths relative to the repository root)."""
     import git
 
     try:
@@ -66,19 +73,42 @@ def git_info(repo_path: str | os.PathLike[str]) -> dict[str, object]:
         rev = repo.head.commit.hexsha
     except ValueError:
         rev = None
-    return {
+    root = Path(str(repo.working_tree_dir)).resolve()
+    excludes: list[str] = []
+    if workspace is not None:
+        try:
+            rel = Path(workspace).resolve().relative_to(root)
+        except ValueError:
+            rel = None  # outside the repository: nothing of it is in the check
+        if rel is not None and rel.parts:
+            excludes.append(rel.as_posix())
+    info: dict[str, object] = {
         "root": str(repo.working_tree_dir),
         "rev": rev,
-        "dirty": repo.is_dirty(untracked_files=True),
         "branch": None if repo.head.is_detached else repo.active_branch.name,
     }
+    try:
+        # staged, unstaged and untracked changes, as is_dirty(untracked_files=True) sees
+        # them, over the whole tree but the excluded paths
+        spec = [":(top)", *(f":(exclude,top,literal){e}" for e in excludes)]
+        status = repo.git.status("--porcelain", "--untracked-files=normal", "--", *spec)
+        info["dirty"] = bool(status.strip())
+    except git.GitCommandError as exc:
+        info["dirty"] = None
+        info["error"] = " ".join(str(exc).split())[:300]
+    if excludes:
+        info["dirty_excludes"] = excludes
+    return info
 
 
 def capture(
     repos: dict[str, str] | None = None,
     environ: dict[str, str] | None = None,
     import_torch: bool = True,
+    workspace: str | os.PathLike[str] | None = None,
 ) -> Provenance:
+    """What a launch ran with; ``workspace`` (this tool's directory) is left out of each
+    repository's dirty check (see :func:`git_info`)."""
     torch_v = cuda_v = nccl_v = gpu = None
     if import_torch:
         import torch
@@ -102,6 +132,6 @@ def capture(
         nccl=nccl_v,
         deepspeed=_version("deepspeed"),
         gpu=gpu,
-        git={name: git_info(path) for name, path in (repos or {}).items()},
+        git={name: git_info(path, workspace) for name, path in (repos or {}).items()},
         env=numeric_env(environ),
     )

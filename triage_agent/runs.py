@@ -321,7 +321,8 @@ def rerun_evidence(
     artifacts: list[Artifact] | None = None,
 ) -> Evidence:
     """The evidence of one rerun: ``data`` completed with the record of what ran and where
-    its output went, and the command itself when the rerun was a single one."""
+    its output went, and the command itself when the rerun was a single one; the provenance
+    is the evidence's own, not repeated in the record."""
     record = rerun_record(out)
     return Evidence(
         hypotheses=hypotheses,
@@ -331,7 +332,10 @@ def rerun_evidence(
         argv=out.argv[0] if len(out.argv) == 1 else None,
         provenance=out.provenance,
         data=data.model_copy(
-            update={"rerun": record.model_dump(mode="json"), "out_dir": out.out_dir}
+            update={
+                "rerun": record.model_dump(mode="json", exclude={"provenance"}),
+                "out_dir": out.out_dir,
+            }
         ),
         artifacts=artifacts or [],
         duration_s=record.seconds,
@@ -722,6 +726,7 @@ def materialize(
             repos={run.name: run.cwd} if run.cwd else None,
             environ=job_env,
             import_torch="torch" in sys.modules,
+            workspace=workspace,
         ),
     )
     segments: list[Path] = []

@@ -11,7 +11,8 @@ from ..errors import InputError
 from ..evidence_data import MetricsData
 from ..ledger import Ledger
 from ..metrics import MetricDiff, diff_metrics, load_metrics, ulp_distance
-from ..records import Case, Evidence, EvidenceKind, EvidenceResult
+from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Provenance
+from .declared import DeclaredDifference, declared_differences, positional_differences
 
 Phase = Literal["first-step", "first-update", "resume", "gas-boundary", "multi-rank", "update"]
 
@@ -26,7 +27,32 @@ class MismatchReport(BaseModel):
     facts: list[str] = Field(default_factory=list)
     ranks_differing: list[int] = Field(default_factory=list)
     source_differs: bool = False
-    env_differs: dict[str, tuple[str | None, str | None]] = Field(default_factory=dict)
+    env_differs: dict[str, tuple[str | None, str | None]] = Field(
+        default_factory=dict, description="variable -> (A's value, B's value), None: unset"
+    )
+    declared: list[DeclaredDifference] = Field(
+        default_factory=list,
+        description="what the runs were told differently, each with both values: environment "
+        "variables, config keys, launch flags and positional arguments only one run has or "
+        "that differ",
+    )
+    evidence_id: str | None = Field(
+        default=None, description="the metrics evidence that records this report"
+    )
+
+
+# a report names at most this many declared differences in its facts (all are in `declared`)
+MAX_DECLARED_FACTS = 10
+
+
+def declared_of(
+    case: Case, prov_a: Provenance | None = None, prov_b: Provenance | None = None
+) -> list[DeclaredDifference]:
+    """Every difference the runs declare, in the order the workflow tests them, then the
+    positional arguments no intervention changes."""
+    return declared_differences(case, prov_a, prov_b) + positional_differences(
+        case.run_a, case.run_b
+    )
 
 
 def _metrics_path(case: Case, which: str, override: Path | None) -> Path:
@@ -52,13 +78,22 @@ def characterize(
     step: int | None = None,
     metrics_a: Path | None = None,
     metrics_b: Path | None = None,
+    prov_a: Provenance | None = None,
+    prov_b: Provenance | None = None,
 ) -> MismatchReport:
-    """Pure: read both runs' metric fingerprints and say where and in what kind of interval."""
+    """Pure: read both runs' metric fingerprints and say where and in what kind of interval,
+    and what the runs were told differently (from the case, and the baselines' provenance
+    when given)."""
     a = load_metrics(_metrics_path(case, "a", metrics_a))
     b = load_metrics(_metrics_path(case, "b", metrics_b))
     diff = diff_metrics(a, b)
     n = diff.first_step
     facts: list[str] = []
+    declared = declared_of(case, prov_a, prov_b)
+    env_diff = {d.key: (d.a, d.b) for d in declared if d.kind == "env"}
+    told = [d.said() for d in declared[:MAX_DECLARED_FACTS]]
+    if len(declared) > MAX_DECLARED_FACTS:
+        told.append(f"{len(declared) - MAX_DECLARED_FACTS} more declared differences")
     if n is None:
         msg = (
             f"metric bits agree on all {len(diff.common_steps)} common steps "
@@ -71,7 +106,14 @@ def characterize(
         if step is not None:
             msg = f"step {step} was given, but " + msg
         return MismatchReport(
-            given_step=step, step=None, given_step_wrong=step is not None, message=msg, diff=diff
+            given_step=step,
+            step=None,
+            given_step_wrong=step is not None,
+            message=msg,
+            diff=diff,
+            facts=told,
+            env_differs=env_diff,
+            declared=declared,
         )
 
     wrong = step is not None and step != n
@@ -122,14 +164,7 @@ def characterize(
             phases.append("multi-rank")
     if case.run_a.model_dump(exclude={"name"}) == case.run_b.model_dump(exclude={"name"}):
         facts.append("A and B are the same command: the difference is run-to-run nondeterminism")
-    env_a, env_b = case.run_a.env, case.run_b.env
-    env_diff = {
-        k: (env_a.get(k), env_b.get(k))
-        for k in sorted(set(env_a) | set(env_b))
-        if env_a.get(k) != env_b.get(k)
-    }
-    if env_diff:
-        facts.append(f"the runs' environments differ in {', '.join(env_diff)}")
+    facts += told
     return MismatchReport(
         given_step=step,
         step=n,
@@ -141,6 +176,7 @@ def characterize(
         ranks_differing=ranks,
         source_differs=src,
         env_differs=env_diff,
+        declared=declared,
     )
 
 
@@ -150,23 +186,29 @@ def confirm_mismatch(
     step: int | None = None,
     metrics_a: Path | None = None,
     metrics_b: Path | None = None,
+    prov_a: Provenance | None = None,
+    prov_b: Provenance | None = None,
 ) -> MismatchReport:
-    """Characterise and record the result in the ledger as metrics evidence."""
-    rep = characterize(case, step, metrics_a, metrics_b)
+    """Characterise and record the result in the ledger as metrics evidence; the report
+    names that evidence (``evidence_id``) so a verdict can cite it."""
+    rep = characterize(case, step, metrics_a, metrics_b, prov_a, prov_b)
     paths = {
         "metrics_a": str(_metrics_path(case, "a", metrics_a)),
         "metrics_b": str(_metrics_path(case, "b", metrics_b)),
     }
-    ledger.add_evidence(
+    ev = ledger.add_evidence(
         Evidence(
             kind=EvidenceKind.metrics,
             result=EvidenceResult.observed,
             summary=rep.message + ("; " + "; ".join(rep.facts) if rep.facts else ""),
             data=MetricsData(
-                **rep.model_dump(mode="json", exclude={"diff": {"common_steps"}}), **paths
+                **rep.model_dump(
+                    mode="json", exclude={"diff": {"common_steps"}, "evidence_id": True}
+                ),
+                **paths,
             ),
         )
     )
     if rep.given_step_wrong:
         ledger.note(rep.message, level="warning")
-    return rep
+    return rep.model_copy(update={"evidence_id": ev.id})

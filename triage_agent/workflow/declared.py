@@ -15,6 +15,10 @@ other variables, then config keys, then flags; the engine tests them in that ord
 the budget lasts. Limits: a JSON key present only in one run cannot be removed (it is
 tested by adding it to the other run); runs whose commands differ in number or program are
 not compared flag by flag (the difference is the shape of the job, not a setting).
+
+:func:`positional_differences` says where that shape differs (a positional argument, the
+number of commands), for a reader; no intervention changes a positional argument, so they
+are reported, never proposed.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ..provenance import NUMERIC_ENV_EXACT, NUMERIC_ENV_PREFIXES
 from ..records import Case, Classification, Hypothesis, Provenance, RunSpec
 from .classify import CLASSIFICATION
 
-Kind = Literal["env", "flag", "config-key"]
+Kind = Literal["env", "flag", "config-key", "positional"]
 
 # Values that name a floating-point precision: a setting whose two values are two of these
 # asks the runs to compute in different precisions, a numerical policy by its own values.
@@ -84,6 +88,8 @@ class DeclaredDifference(BaseModel):
         has, they_have = (self.b_has, self.a_has) if run == "b" else (self.a_has, self.b_has)
         if self.kind == "env":
             return f"env {self.key}={theirs}" if they_have else f"unset {self.key}"
+        if self.kind == "positional":
+            return None  # the job's shape: no intervention gives a run another program
         if self.kind == "flag":
             if not they_have:
                 return f"drop {self.key}" if has else None
@@ -106,7 +112,14 @@ class DeclaredDifference(BaseModel):
         def one(has: bool, v: Any) -> str:
             return ("unset" if self.kind == "env" else "absent") if not has else json.dumps(v)
 
-        what = {"env": "environment variable", "flag": "launch flag", "config-key": "config key"}
+        if self.kind == "positional" and self.key == "commands":
+            return f"the runs launch a different number of commands (A: {self.a}, B: {self.b})"
+        what = {
+            "env": "environment variable",
+            "flag": "launch flag",
+            "config-key": "config key",
+            "positional": "positional",
+        }
         return (
             f"the runs differ in {what[self.kind]} {self.key} (A: {one(self.a_has, self.a)}, "
             f"B: {one(self.b_has, self.b)})"
@@ -215,6 +228,40 @@ def _launch_diffs(a: RunSpec, b: RunSpec) -> list[DeclaredDifference]:
             if d.key not in skip and "{out}" not in str(d.a) + str(d.b)
         ]
     return list({(d.kind, d.key): d for d in out}.values())
+
+
+def positional_differences(a: RunSpec, b: RunSpec) -> list[DeclaredDifference]:
+    """The positional arguments (the program, its script, a subcommand, a file named bare)
+    in which the runs' launch commands differ, command by command, each with both values (an
+    argument only one run passes is absent in the other); commands that differ in number are
+    one difference. Placeholders such as ``{out}`` stand for the same thing in both runs. A
+    run that declares no command (its metrics given as files) declares no difference."""
+    if not a.launch or not b.launch:
+        return []
+    if len(a.launch) != len(b.launch):
+        return [
+            DeclaredDifference(kind="positional", key="commands", a=len(a.launch), b=len(b.launch))
+        ]
+    out: list[DeclaredDifference] = []
+    for i, (xa, xb) in enumerate(zip(a.launch, b.launch, strict=True)):
+        pa, pb = _split(xa)[1], _split(xb)[1]
+        where = f" of command {i + 1}" if len(a.launch) > 1 else ""
+        for j in range(max(len(pa), len(pb))):
+            va = pa[j] if j < len(pa) else None
+            vb = pb[j] if j < len(pb) else None
+            if va != vb:
+                out.append(
+                    DeclaredDifference(
+                        kind="positional",
+                        key=f"argument {j + 1}{where}",
+                        a=va,
+                        b=vb,
+                        a_has=j < len(pa),
+                        b_has=j < len(pb),
+                        source="argv",
+                    )
+                )
+    return out
 
 
 def declared_differences(

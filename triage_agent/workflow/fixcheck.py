@@ -61,16 +61,17 @@ def _outcome(d: MetricDiff, matched: bool) -> EvidenceResult:
 
 
 def rerun_fields(*outs: RunOutcome) -> dict:
-    """Evidence fields for the relaunches behind it: every argv whole, the summed seconds and
-    the provenance in ``data.rerun``; ``argv`` is the first relaunch's command when that
-    relaunch is one command (a command line a person can run), never several joined."""
+    """Evidence fields for the relaunches behind it: every argv whole and the summed seconds
+    in ``data.rerun``, the provenance once, as the evidence's own; ``argv`` is the first
+    relaunch's command when that relaunch is one command (a command line a person can run),
+    never several joined."""
     rec = rerun_record(*outs)
     first = outs[0].argv if outs else []
     return {
         "argv": list(first[0]) if len(first) == 1 else None,
         "provenance": rec.provenance,
         "duration_s": rec.seconds,
-        "rerun": rec.model_dump(mode="json"),
+        "rerun": rec.model_dump(mode="json", exclude={"provenance"}),
     }
 
 
