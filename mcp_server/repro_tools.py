@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from reproducers.generator import GeneratedReproducer, generate
+from reproducers.generator import GeneratedReproducer, generate, spec_of
 from reproducers.launcher import EnvPolicy, launch
-from reproducers.params import TEMPLATES
+from reproducers.params import TEMPLATES, path_fields, template_info
 from reproducers.replay import ReplayPolicy, replay_dump
 from triage_agent.errors import InputError
-from triage_agent.records import Evidence, ReproducerSpec
+from triage_agent.records import Evidence, Finding, ReproducerSpec
 
 from .security import MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_PATH_CHARS, Workspace
 from .spec import ID_PATTERN, In, Progress
@@ -101,8 +101,24 @@ def generate_reproducer(ws: Workspace, args: GenerateIn, progress: Progress) -> 
             raise InputError(f"no hypothesis {args.hypothesis!r} in the ledger")
     else:
         source = args.reproducer
+    spec = _contained_paths(ws, spec_of(source))
+    # a finding keeps its id on the reproducer; a hypothesis' spec renders the same as itself
+    source = source.model_copy(update={"reproducer": spec}) if isinstance(source, Finding) else spec
     ws.output_dir("reproducers")
     return generate(source, ws.ledger.workspace, case=ws.case, ledger=ws.ledger)
+
+
+def _contained_paths(ws: Workspace, spec: ReproducerSpec) -> ReproducerSpec:
+    """A template's import directories must lie inside the workspace or the case's source
+    roots: a reproducer imports and runs code from them."""
+    params = dict(spec.params)
+    for name in path_fields(template_info(spec.template).params_model):
+        given = params.get(name)
+        if isinstance(given, list):
+            params[name] = [
+                str(ws.path(p, must_exist=True)) if isinstance(p, str) else p for p in given
+            ]
+    return spec.model_copy(update={"params": params})
 
 
 class LaunchIn(In):

@@ -26,7 +26,7 @@ from triage_agent.errors import InputError
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, Finding, Hypothesis, ReproducerSpec
 
-from .params import TEMPLATES, needs_gpu, template_info, validate_params
+from .params import TEMPLATES, needs_gpu, path_fields, template_info, validate_params
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 REPRO_SUBDIR = "reproducers"
@@ -123,6 +123,8 @@ def generate(
     spec, finding_id = _spec_of(finding_or_spec)
     model = validate_params(spec.template, spec.params)
     params = model.model_dump(mode="json")
+    for name in path_fields(type(model)):
+        params[name] = import_dirs(params[name], case)
     text = _render(spec.template, params)
     digest = hashlib.sha256(text.encode()).hexdigest()
     rid = f"R-{digest[:16]}"
@@ -148,6 +150,27 @@ def generate(
     if ledger is not None:
         record(ledger, gen)
     return gen
+
+
+def import_dirs(given: list[str], case: Case | None) -> list[str]:
+    """The directories a reproducer imports the case's code from, resolved: the given ones,
+    or else where the case's runs start (a script's own directory is first on its path) and
+    its source roots."""
+    if not given and case is not None:
+        given = [r.cwd for r in (case.run_a, case.run_b) if r.cwd] + case.source_roots
+    out: list[str] = []
+    for p in given:
+        q = Path(p).expanduser().resolve()
+        if not q.is_dir():
+            raise InputError(f"import path {p} is not a directory")
+        if str(q) not in out:
+            out.append(str(q))
+    return out
+
+
+def spec_of(source: Finding | Hypothesis | ReproducerSpec | dict[str, Any]) -> ReproducerSpec:
+    """The template and parameters ``generate`` would render for ``source``."""
+    return _spec_of(source)[0]
 
 
 def record(ledger: Ledger, generated: GeneratedReproducer) -> None:

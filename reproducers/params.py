@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from triage_agent.errors import InputError
 
@@ -91,6 +91,32 @@ class EmptyContributionParams(Params):
         default="deepspeed.runtime.utils.get_global_norm_of_tensors",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$",
         description="dotted path of a norm or clip function taking a list of tensors",
+    )
+
+
+class RngAdvanceParams(Params):
+    function: str = Field(
+        default="random:random",
+        pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$",
+        description="the function to call, as pkg.mod:qualname (a module-level function, "
+        "a class, or Class.staticmethod)",
+    )
+    args: list[JsonValue] = Field(
+        default_factory=list, max_length=32, description="positional arguments (JSON values)"
+    )
+    kwargs: dict[str, JsonValue] = Field(
+        default_factory=dict, max_length=32, description="keyword arguments (JSON values)"
+    )
+    calls: int = Field(default=1, ge=1, le=1000, description="how many times it is called")
+    seed: int = Field(
+        default=0, ge=0, le=2**32 - 1, description="every generator is seeded with it first"
+    )
+    paths: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="directories put first on sys.path to import the function; empty: the "
+        "case's run directories and source roots (filled in when it is generated)",
+        json_schema_extra={"paths": True},
     )
 
 
@@ -177,6 +203,17 @@ TEMPLATES: dict[str, TemplateInfo] = {
             needs_gpu="always",
         ),
         TemplateInfo(
+            name="rng_advance",
+            params_model=RngAdvanceParams,
+            tests="a named function of the case called with the given arguments; the state of "
+            "each process-global generator (torch CPU, each CUDA device, numpy, python random) "
+            "compared before and after the calls",
+            supported_means="calling the function changed at least one global generator's "
+            "state (the details say which, advanced yes/no for each): it draws from, or "
+            "reseeds, a stream the training step may draw from",
+            default_timeout_s=120.0,
+        ),
+        TemplateInfo(
             name="empty_contribution",
             params_model=EmptyContributionParams,
             tests="a norm/clip function called with an empty list on one rank while the others "
@@ -250,6 +287,16 @@ class ReproducerOutput(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+def path_fields(params: type[Params]) -> list[str]:
+    """The parameters of a template that hold directories the reproducer imports from: an
+    adapter checks them against the roots it may touch, the generator resolves them."""
+    return [
+        name
+        for name, field in params.model_fields.items()
+        if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("paths")
+    ]
 
 
 def setting_knobs(params: type[Params]) -> dict[str, str]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 from mcp import Client
-from test_mcp_support import make_workspace, run_async
+from test_mcp_support import assert_refused, make_workspace, run_async, stdio_server
 
 from mcp_server.security import Workspace
 from mcp_server.server import build_server
+from triage_agent.ledger import Ledger
 from triage_agent.records import EvidenceKind
 
 
@@ -185,3 +186,95 @@ def test_mcp_replay_op_on_cuda(ws):
     data = r.structured_content["data"]
     assert data["device"].startswith("cuda") and len(data["runs"]) == 10
     assert data["repeatable"] == (data["distinct_runs"] == 1)
+
+
+# A small job: the step's dropout and a validation helper on torch's global generator.
+DRAW_TRAIN = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import helpers
+
+
+def main(steps=4):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.2), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = helpers.held_out(32)
+    for step in range(steps):
+        loss = F.mse_loss(model(x).squeeze(1), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(step, helpers.pick_rows(32, 4))
+"""
+DRAW_HELPERS = """import torch
+
+
+def pick_rows(rows, k):
+    return torch.randperm(rows)[:k]
+
+
+def held_out(n):
+    g = torch.Generator().manual_seed(7)
+    return torch.randn(n, 8, generator=g), torch.randn(n, generator=g)
+"""
+
+
+def test_mcp_rng_advance_over_stdio_names_the_function_that_draws(tmp_path):
+    """Over stdio: the scan points at the helper's draw, and the rng_advance reproducer,
+    generated and launched by id, finds that the helper advances torch's CPU generator and
+    that the function drawing from a generator of its own advances none."""
+    ws = make_workspace(tmp_path)
+    (ws / "src" / "train.py").write_text(DRAW_TRAIN)
+    (ws / "src" / "helpers.py").write_text(DRAW_HELPERS)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+
+    async def go():
+        out = {}
+        async with Client(stdio_server(ws), read_timeout_seconds=300) as c:
+            await c.call_tool("open_case", {})
+            out["probes"] = await c.call_tool("list_probes", {})
+            out["scan"] = await c.call_tool("scan", {"probes": ["rng-torch-draw-outside-step"]})
+            for name, fn, args in (("draws", "pick_rows", [32, 4]), ("own", "held_out", [32])):
+                spec = {
+                    "template": "rng_advance",
+                    "params": {"function": f"helpers:{fn}", "args": args},
+                }
+                gen = await c.call_tool("generate_reproducer", {"reproducer": spec})
+                assert not gen.is_error, gen.content
+                out[name] = await c.call_tool(
+                    "launch_reproducer", {"id": gen.structured_content["id"]}
+                )
+            out["escape"] = await c.call_tool(
+                "generate_reproducer",
+                {"reproducer": {"template": "rng_advance", "params": {"paths": [str(outside)]}}},
+            )
+            out["bad"] = await c.call_tool(
+                "generate_reproducer",
+                {"reproducer": {"template": "rng_advance", "params": {"function": "helpers.pick"}}},
+            )
+        return out
+
+    out = run_async(go)
+    ids = {p["id"] for p in out["probes"].structured_content["probes"]}
+    assert {f"rng-{s}-draw-outside-step" for s in ("torch", "numpy", "python")} <= ids
+    (finding,) = out["scan"].structured_content["result"]["findings"]
+    assert finding["file"].endswith("helpers.py") and finding["line_start"] == 5
+    assert "torch.randperm(rows)" in finding["snippet"] and "pick_rows" in finding["rationale"]
+    draws, own = out["draws"].structured_content, out["own"].structured_content
+    assert not out["draws"].is_error and not out["own"].is_error, (draws, own)
+    assert draws["result"] == "supported" and own["result"] == "refuted"
+    gens = draws["data"]["output"]["details"]["generators"]
+    assert gens["torch_cpu"]["advanced"] == "yes"
+    assert gens["numpy"]["advanced"] == gens["python"]["advanced"] == "no"
+    assert {g["advanced"] for g in own["data"]["output"]["details"]["generators"].values()} == {
+        "no"
+    }
+    assert "advanced: torch_cpu" in draws["summary"]
+    # the case's directories were filled in as the import path, nothing outside the roots
+    assert draws["data"]["params"]["paths"] == [str(ws.resolve()), str((ws / "src").resolve())]
+    assert_refused(out, {"escape": "outside the allowed roots", "bad": "'function'"})
+    reps = [e for e in Ledger(ws / ".triage").state().evidence if e.kind == EvidenceKind.reproducer]
+    assert [e.result.value for e in reps] == ["supported", "refuted"]

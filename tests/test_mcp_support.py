@@ -144,3 +144,10 @@ def assert_refused(results: dict[str, Any], said: dict[str, str]) -> None:
         text = results[name].content[0].text
         assert results[name].is_error and words in text, (name, results[name].content)
         assert "Traceback" not in text
+
+
+def stdio_server(ws: Path) -> StdioServerParameters:
+    """`triage-mcp` serving ``ws``, started by a real client as a subprocess on stdio."""
+    exe = shutil.which("triage-mcp") or os.path.join(os.path.dirname(sys.executable), "triage-mcp")
+    assert os.path.exists(exe), "triage-mcp console script is not installed"
+    return StdioServerParameters(command=exe, args=["--workspace", str(ws)], cwd=str(ws))

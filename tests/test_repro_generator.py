@@ -13,7 +13,7 @@ from reproducers.generator import generate, list_templates, parse_params_arg, re
 from reproducers.params import TEMPLATES, ReproducerOutput, validate_params
 from triage_agent.errors import InputError
 from triage_agent.ledger import Ledger, sha256_file
-from triage_agent.records import Finding, ReproducerSpec
+from triage_agent.records import Case, Finding, ReproducerSpec, RunSpec
 
 SPEC_PARAMS = {
     "optimizer_init": {"zero_stage", "dtype", "optimizer"},
@@ -23,6 +23,7 @@ SPEC_PARAMS = {
     "rng_resume": {"zero_stage"},
     "async_lifetime": {"device"},
     "empty_contribution": {"world_size", "function"},
+    "rng_advance": {"function", "args", "kwargs", "calls", "seed", "paths"},
 }
 
 
@@ -47,6 +48,9 @@ def test_params_every_field_has_a_default(name):
         ("op_repeatability", {"op": "not_an_op"}, "not_an_op"),
         ("empty_contribution", {"function": "os.system; rm"}, "'function'"),
         ("optimizer_init", {"zero_stage": "one"}, "'zero_stage'"),
+        ("rng_advance", {"function": "evaluate.pick_subset"}, "'function'"),
+        ("rng_advance", {"function": "os:system; rm"}, "'function'"),
+        ("rng_advance", {"calls": 0}, "'calls'"),
     ],
 )
 def test_params_invalid_is_one_line_input_error(name, params, needle):
@@ -73,6 +77,27 @@ def test_generate_is_content_addressed(tmp_path):
         "low_dtype": "bfloat16",
         "n": 8,
     }
+
+
+def test_generate_import_dirs_default_to_the_case_and_must_be_directories(tmp_path):
+    (tmp_path / "job" / "src").mkdir(parents=True)
+    (tmp_path / "job" / "notes.txt").write_text("")
+    case = Case(
+        run_a=RunSpec(name="a", cwd=str(tmp_path / "job")),
+        run_b=RunSpec(name="b", cwd=str(tmp_path / "job")),
+        source_roots=[str(tmp_path / "job"), str(tmp_path / "job" / "src")],
+    )
+    ws = tmp_path / "ws"
+    filled = generate({"template": "rng_advance"}, ws, case=case)
+    assert filled.params["paths"] == [str(tmp_path / "job"), str(tmp_path / "job" / "src")]
+    given = generate({"template": "rng_advance", "params": {"paths": [str(tmp_path)]}}, ws, case)
+    assert given.params["paths"] == [str(tmp_path)] and given.id != filled.id
+    assert generate({"template": "rng_advance"}, ws).params["paths"] == []
+    with pytest.raises(InputError, match="import path .*notes.txt is not a directory"):
+        generate(
+            {"template": "rng_advance", "params": {"paths": [str(tmp_path / "job" / "notes.txt")]}},
+            ws,
+        )
 
 
 def test_generate_invalid_params_writes_nothing(tmp_path):

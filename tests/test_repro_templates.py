@@ -113,6 +113,23 @@ def test_empty_contribution_control_function_is_refuted(tmp_path):
     assert out["digests"]["empty"] == out["digests"]["control"]
 
 
+def test_rng_advance_reports_each_generator(tmp_path):
+    ev, out = _run(tmp_path, "rng_advance", {"function": "random:shuffle", "args": [[1, 2, 3, 4]]})
+    gens = out["details"]["generators"]
+    assert ev.result.value == "supported" and out["details"]["advanced"] == ["python"]
+    assert (
+        gens["python"]["advanced"] == "yes" and gens["python"]["before"] != gens["python"]["after"]
+    )
+    assert gens["torch_cpu"]["advanced"] == gens["numpy"]["advanced"] == "no"
+    ev, out = _run(
+        tmp_path, "rng_advance", {"function": "numpy.random:seed", "args": [5], "seed": 5}
+    )
+    # reseeding a generator with the value it was just seeded with leaves its state as it was
+    assert ev.result.value == "refuted" and out["details"]["advanced"] == []
+    ev, out = _run(tmp_path, "rng_advance", {"function": "torch:rand", "args": [3], "calls": 2})
+    assert ev.result.value == "supported" and out["details"]["advanced"][0] == "torch_cpu"
+
+
 def test_gpu_only_template_is_skipped_without_cuda(tmp_path):
     import torch
 

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..config import load_case
 from ..errors import InputError
 from ..evidence_data import ReproducerData
 from ..ledger import Ledger
@@ -118,7 +119,9 @@ def generate_cmd(
         raise InputError("give a TEMPLATE (see `triage reproduce list`) or --finding ID")
     else:
         source = {"template": template, "params": parse_params_arg(params)}
-    gen = generate(source, ledger.workspace, ledger=ledger)
+    # the case's directories are where a template that imports its code looks by default
+    opened = load_case(case) or ledger.state().case
+    gen = generate(source, ledger.workspace, case=opened, ledger=ledger)
     if format == Format.json:
         typer.echo(gen.model_dump_json(indent=2))
         return
