@@ -22,6 +22,7 @@ from . import correspond_tools as x
 from . import intervention_tools as i
 from . import repro_tools as r
 from . import scan_tools as s
+from . import state_tools as st
 from . import trace_tools as t
 from . import workflow_tools as w
 from .spec import (
@@ -112,6 +113,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         x.CompareBoundariesOut,
         APPENDS,
         x.compare_boundaries,
+    ),
+    ToolSpec(
+        "compare_state",
+        "Compare captured state manifests",
+        st.CompareStateIn,
+        st.CompareStateOut,
+        APPENDS,
+        st.compare_state_tool,
     ),
     ToolSpec(
         "record_hypothesis",

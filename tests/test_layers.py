@@ -269,6 +269,7 @@ LAYER_OF = {
     "triage_agent.trace_format": "reading",
     "triage_agent.interventions": "actions",
     "triage_agent.runs": "actions",
+    "triage_agent.state_compare": "actions",
     "triage_agent.process": "actions",
     "triage_agent.process_guard": "actions",
     "triage_agent.jit_ops": "actions",

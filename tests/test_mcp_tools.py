@@ -490,3 +490,52 @@ def test_mcp_inputs_take_their_defaults_and_descriptions_from_the_library_models
                 for f in (tool.model_fields[name], lib.model_fields[name])
             ]
             assert said[0] == said[1], (tool.__name__, name, said)
+
+
+def _state_record(ws, run: str, point: str, pid: int, net) -> None:
+    from triage_agent.boundary_capture import write_report
+    from triage_agent.manifest import BoundaryRecord, build_manifest
+    from triage_agent.runs import STATE_RECORDS
+
+    state = {"model": net.state_dict(), "model_structure": {"hooks": f"{pid % 2}"}}
+    rec = BoundaryRecord(point=point, rank=0, pid=pid, manifest=build_manifest(state))
+    out = ws.ledger.workspace / "runs" / run / "baseline-k" / STATE_RECORDS
+    write_report(out, f"state-{point}-rank0-pid{pid}.json", rec)
+
+
+def test_mcp_compare_state_between_runs_and_across_a_resume(ws):
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    _state_record(ws, "a", "after-2", 10, net)
+    _state_record(ws, "b", "end-2", 20, net)  # the saving process, as its checkpoint is written
+    _state_record(ws, "b", "after-2", 20, net)
+    with torch.no_grad():
+        net.bias.add_(1.0)  # the resumed process rebuilt another bias
+    _state_record(ws, "b", "after-2", 21, net)
+    runs, resume, missing, bad = call(
+        ws,
+        ("compare_state", {"point": "after-2"}),
+        ("compare_state", {"point": "after-2", "between": "resume"}),
+        ("compare_state", {"point": "step-3"}),
+        ("compare_state", {"point": "after-2; rm -rf /"}),
+    )
+    r = runs.structured_content
+    # the newest record of each run at the point: B's resumed process, whose bias moved
+    assert r["comparison"]["a"]["pid"] == 10 and r["comparison"]["b"]["pid"] == 21
+    paths = [d["path"] for d in r["comparison"]["differences"]]
+    assert "model.bias" in paths and "model.weight" not in paths
+    s = resume.structured_content["comparison"]
+    assert (s["a"]["point"], s["a"]["pid"], s["b"]["point"], s["b"]["pid"]) == (
+        "end-2",
+        20,
+        "after-2",
+        21,
+    )
+    assert any(d["path"] == "model.bias" for d in s["differences"])
+    assert s["points"]["b"] == ["after-2", "end-2"]
+    ev = {e.id: e for e in ws.ledger.state().evidence}
+    assert ev[resume.structured_content["evidence_id"]].kind == EvidenceKind.manifest
+    assert missing.is_error and "records hold: after-2" in missing.content[0].text
+    assert bad.is_error

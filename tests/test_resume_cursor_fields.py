@@ -78,3 +78,6 @@ def test_a_position_the_state_dict_leaves_out_is_proven_lost_at_the_resume(tmp_p
     proof = [e for e in st.evidence if e.id in v.evidence and e.kind.value == "rerun"]
     assert proof and proof[-1].result.value == "supported"
     assert proof[-1].data.interventions == ["restore-cursors"]
+    # the proof says which object and which attributes it put back
+    assert "put back in the resumed process: " in proof[-1].summary
+    assert "RowReader" in proof[-1].summary.split("put back in the resumed process: ")[1]

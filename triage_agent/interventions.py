@@ -1025,6 +1025,9 @@ def intervene(
         f"{against}: {m.said()}"
         + (f" ({m.note})" if m.note and not m.said().endswith(m.note) else "")
     )
+    back = put_back_said(out.out_dir) if out.out_dir else ""
+    if back:
+        summary += f"; put back in the resumed process: {back}"
     arts = []
     if out.ok and out.metrics and Path(out.metrics).exists():
         files = (
@@ -1059,3 +1062,27 @@ def intervene(
         baseline=base,
         evidence_id=ev.id,
     )
+
+
+def put_back_said(out_dir: str) -> str:
+    """What a restore put back in a resumed process, from the reports it leaves in the run's
+    directory: each object restore-cursors or restore-attrs set (and the attributes), each
+    part restore-state put back. Empty when nothing was."""
+    from .policies import RESTORED
+    from .restore_state import REPORT
+
+    said: list[str] = []
+    for pattern, fmt in ((f"**/*{RESTORED}", "cursor"), (f"**/{REPORT}", "part")):
+        for f in sorted(Path(out_dir).glob(pattern)):
+            try:
+                got = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            for name, v in sorted(got.items()) if isinstance(got, dict) else []:
+                if not isinstance(v, dict):
+                    continue
+                if fmt == "cursor" and v.get("attrs"):
+                    said.append(f"{name} ({', '.join(map(str, v['attrs'][:6]))})")
+                elif fmt == "part" and v.get("what"):
+                    said.append(f"{name}: {v['what']}")
+    return "; ".join(dict.fromkeys(said))[:600]

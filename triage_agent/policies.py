@@ -303,8 +303,12 @@ POLICY_HELP: dict[str, str] = {
     "logs, and restore it on resume",
     "restore-scheduler": "save every LR scheduler's state at each step the job logs and load it "
     "into the resumed process's schedulers",
-    "restore-cursors": "save the attributes each data cursor's state_dict leaves out at each step "
-    "the job logs and set them on the resumed process's cursors",
+    "restore-cursors": "save the attributes that the state_dict of each of the job's own objects "
+    "leaves out (a data cursor, a sampler, a trainer's step counter: any object of its own "
+    "classes, not a module or an optimizer, with a "
+    "state_dict and load_state_dict) at each step the job logs, and set them on the resumed "
+    "process's objects after their load_state_dict; the evidence names the objects and "
+    "attributes put back",
     "deterministic": "torch.use_deterministic_algorithms(True), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG",
 }
 

@@ -26,11 +26,13 @@ from ..job_frames import DEEPSPEED, PROJECT, TORCH
 from ..ledger import Ledger
 from ..records import Case, Classification, Hypothesis
 from .arms import Arm
-from .write_recorder import Frame, WatchReport, WatchTarget, WriteRecord
+from .write_recorder import GROUP_KEY, Frame, WatchReport, WatchTarget, WriteRecord
 from .writer_watch import shown, watched
 
-# training counters a call advances: the schedulers' positions
+# training counters a call advances: the schedulers' positions, and the learning rate of
+# each optimizer param group (which a scheduler or a callback of the job sets)
 COUNTERS = (
+    WatchTarget(module="torch.optim.optimizer", qualname="Optimizer", attrs=[GROUP_KEY + "lr"]),
     WatchTarget(module="torch.optim.lr_scheduler", qualname="LRScheduler", attrs=["last_epoch"]),
     WatchTarget(
         module="deepspeed.runtime.lr_schedules",
@@ -52,7 +54,10 @@ _LIBRARY = (TORCH, DEEPSPEED, PROJECT, "/site-packages/", "<frozen", "<string>")
 
 
 def _job_turn(stack: list[Frame]) -> tuple[Frame, Frame] | None:
-    """(the job's innermost frame, the frame it called), innermost first in ``stack``."""
+    """(the job's innermost frame, the frame it called), innermost first in ``stack``; a
+    write the job's own code makes is its own frame twice (the function that writes)."""
+    if stack and not any(s in stack[0].file for s in _LIBRARY):
+        return stack[0], stack[0]
     for inner, frame in zip(stack, stack[1:], strict=False):
         if not any(s in frame.file for s in _LIBRARY) and any(s in inner.file for s in _LIBRARY):
             return frame, inner
@@ -134,6 +139,13 @@ def writer_arms(
         return []
     arms = []
     for run, counter, callee, site, n, m in found[:2]:
+        module = callee.split(":")[0]
+        if module in ("", "__main__"):
+            continue  # a function of the launched script: nothing can patch it by name
+        # a library function the job's line calls is suppressed there only; a function of
+        # the job's own that writes the counter itself is suppressed where it is
+        own = not any(s in module.replace(".", "/") + "/" for s in ("torch/", "deepspeed/"))
+        intervention = f"suppress {callee}" if own else f"suppress {callee}@{site}"
         statement = (
             f"run {run.upper()}'s call at {site} writes {counter} through {callee} ({n} writes "
             f"against the other run's {m}): the extra writes carry the difference that "
@@ -151,10 +163,11 @@ def writer_arms(
                     category="extra-call",
                     rationale=f"a write watch on {counter}: {n} writes through {callee} in run "
                     f"{run.upper()}, {m} in the other; tested by suppressing {callee} where "
-                    f"{site} calls it, every setting as the run has it",
+                    f"{site} calls it (or, the job's own function, wherever it runs), every "
+                    "setting as the run has it",
                     classification=Classification.bug,
                 ),
-                intervention=f"suppress {callee}@{site}",
+                intervention=intervention,
                 run=run,
                 kind="extra-call",
                 location=site,

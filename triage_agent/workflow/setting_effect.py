@@ -460,6 +460,35 @@ def state_write_behind(file: str, line: int) -> tuple[StateWrite | None, int]:
     return None, len(writes)
 
 
+def object_call(file: str, line: int, op: str) -> str | None:
+    """'X.m' when the statement at ``line`` is a call of a method ``m`` of one of the job's
+    objects ``X`` (a name no import binds) and ``m`` is not the op itself: the op then runs
+    inside that method, on the object's state."""
+    try:
+        tree = ast.parse(Path(file).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    imported = {
+        (a.asname or a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    base = op.split("::")[-1].split(".")[0].rstrip("_")
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Expr) and n.lineno <= line <= (n.end_lineno or n.lineno)):
+            continue
+        call = n.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            continue
+        owner = _chain(call.func.value)
+        if owner is None or owner.split(".")[0] in imported:
+            continue
+        if call.func.attr.rstrip("_") != base:
+            return f"{owner}.{call.func.attr}"
+    return None
+
+
 class SettingReading(BaseModel):
     classification: Classification
     location: str = Field(description="what the verdict names as the cause's location")
@@ -637,6 +666,16 @@ def read_proven_setting(
             "the setting selects the code: compare the two"
         )
     file, _, line = d.caller.rpartition(":")
+    through = object_call(file, int(line), op.base) if line.isdigit() else None
+    if through is not None:
+        # the op runs inside a method the job's line calls on one of its objects (an
+        # optimizer's step): its scalars are that object's state, written wherever the job
+        # writes it, not values of this line
+        return unknown(
+            f"the scalar given to {where} differs ({differ[0][0]!r} vs {differ[0][1]!r}) and "
+            f"comes from the state of the object {_short(file, case)}:{line} calls ({through}), "
+            "written elsewhere"
+        )
     write, n = state_write_behind(file, int(line)) if line.isdigit() else (None, -1)
     site = f"{_short(file, case)}:{line}"
     if n > 1 or n < 0:

@@ -27,6 +27,9 @@ from ..boundary_capture import process_rank, startup_config, write_report
 WATCH_ENV = "TRIAGE_WRITE_WATCH"
 MAX_FRAMES = 16
 MAX_DISTINCT = 2000
+# an attribute named so is a key of each of an optimizer's param groups (a plain dict each),
+# watched by handing the optimizer dicts that record their writes
+GROUP_KEY = "param_groups[]."
 
 
 class WatchTarget(BaseModel):
@@ -134,7 +137,16 @@ class _Recorder:
         if cls in self.classes:
             return
         self.classes[cls] = target
-        rec, attrs, orig = self, frozenset(target.attrs), cls.__setattr__
+        keys = frozenset(a[len(GROUP_KEY) :] for a in target.attrs if a.startswith(GROUP_KEY))
+        if keys:
+            self.watch_groups(cls, keys)
+        rec, attrs, orig = (
+            self,
+            frozenset(target.attrs) - {GROUP_KEY + k for k in keys},
+            cls.__setattr__,
+        )
+        if not attrs:
+            return
 
         def __setattr__(obj, attr, value):
             orig(obj, attr, value)
@@ -145,6 +157,50 @@ class _Recorder:
                     pass
 
         cls.__setattr__ = __setattr__
+
+    def watch_groups(self, cls: type, keys: frozenset[str]) -> None:
+        """An optimizer's param groups become dicts that record writes of ``keys`` (a
+        learning rate a callback or a scheduler sets), re-made after each group is added
+        and after a state load (which rebuilds them). Reads are untouched."""
+        import weakref
+
+        rec = self
+
+        class Group(dict):
+            def __setitem__(g, key: Any, value: Any) -> None:  # noqa: N805
+                dict.__setitem__(g, key, value)
+                owner = g.__dict__.get("_triage_owner")
+                if key in keys and owner is not None and owner() is not None:
+                    try:
+                        attr = f"param_groups[{g.__dict__['_triage_index']}].{key}"
+                        rec.record(cls, owner(), attr, value, sys._getframe(1))
+                    except Exception:  # noqa: BLE001 - the watch must never change the job
+                        pass
+
+        def wrap(opt: Any) -> None:
+            groups = getattr(opt, "param_groups", None)
+            if not isinstance(groups, list):
+                return
+            for i, g in enumerate(groups):
+                if type(g) is dict:
+                    w = Group(g)
+                    w.__dict__["_triage_owner"] = weakref.ref(opt)
+                    w.__dict__["_triage_index"] = i
+                    groups[i] = w
+
+        add, load = cls.add_param_group, cls.load_state_dict
+
+        def add_param_group(opt: Any, *args: Any, **kwargs: Any) -> Any:
+            out = add(opt, *args, **kwargs)
+            wrap(opt)
+            return out
+
+        def load_state_dict(opt: Any, *args: Any, **kwargs: Any) -> Any:
+            out = load(opt, *args, **kwargs)
+            wrap(opt)
+            return out
+
+        cls.add_param_group, cls.load_state_dict = add_param_group, load_state_dict
 
     def on_module(self, module: Any) -> None:
         for t in self.cfg.targets:
