@@ -19,6 +19,7 @@ from triage_agent.compare.distributed import Executor, compare_paths
 from triage_agent.compare.result import Candidate, CrossRank, Divergence, Widen
 from triage_agent.evidence_data import ByteCompareData, TraceCompareData
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
+from triage_agent.workflow.structural import with_patch_targets
 
 from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
 from .spec import In, Progress
@@ -75,7 +76,11 @@ def _compare(
         executor=Executor(workers=args.workers, ray=args.ray),
         progress=lambda done, total: progress(done, total, f"compared {done} of {total} ranks"),
     )
-    return res, pa, pb
+    ranks = [
+        r.model_copy(update={"candidates": with_patch_targets(ws.case, r.candidates)})
+        for r in res.ranks
+    ]
+    return res.model_copy(update={"ranks": ranks}), pa, pb
 
 
 def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> CompareOut:
@@ -125,7 +130,8 @@ class RankDivergence(BaseModel):
     first_divergence: Divergence | None = Field(description="first differing event of any role")
     candidates: list[Candidate] = Field(
         description="first-divergence candidates in execution order: events one run executes "
-        "and the other does not (with call site, and whether they write state), then the origin"
+        "and the other does not (with call site, the function it came from as an intervention "
+        "names it, and whether they write state), then the origin"
     )
     first_receiver: Divergence | None = Field(
         description="the first event whose inputs differ, with the producer of each differing "

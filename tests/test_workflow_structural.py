@@ -11,7 +11,7 @@ from test_workflow_support import extra_call, script_case, triage
 
 from triage_agent.ledger_view import discriminator_rows, verdict_basis
 from triage_agent.records import Case
-from triage_agent.workflow.structural import call_site, extra_call_arms
+from triage_agent.workflow.structural import call_site, extra_call_arms, with_patch_targets
 
 HELPERS = '''"""Optimizer set-up helpers."""
 
@@ -71,6 +71,21 @@ def test_a_call_site_names_the_function_around_it(tmp_path):
     )
     arms, said = extra_call_arms(case, [script])
     assert arms == [] and "no patch can reach" in said[0]
+
+
+def test_candidates_name_the_function_an_intervention_takes(tmp_path):
+    case = _case(tmp_path)
+    src = Path(case.run_b.cwd)
+    kw = {"step": 0, "event": "AdamW::0.weight", "event_kind": "optimizer", "phase": "optimizer"}
+    helper = extra_call(f"{src / 'helpers.py'}:11", order=0.5, **kw)
+    script = extra_call(f"{src / 'train.py'}:10", order=1.5, **kw)
+    module_level = extra_call(f"{src / 'helpers.py'}:3", order=2.5, **kw)
+    missing = helper.model_copy(update={"kind": "missing", "run": "a"})
+    got = with_patch_targets(case, [helper, script, module_level, missing])
+    # a helper module's function by the name its run imports it under; the launched script
+    # runs as __main__ and module level is no function: neither names a patch target
+    assert [c.function for c in got] == ["helpers:prime", None, None, "helpers:prime"]
+    assert with_patch_targets(None, [helper])[0].function is None
 
 
 def test_an_extra_init_step_is_proven_by_suppressing_it_on_b(tmp_path):

@@ -119,6 +119,13 @@ class Candidate(_M):
     event_kind: str = Field(description="op, module, optimizer, collective, metric")
     phase: str
     call_site: str | None = Field(description="file:line of the code that ran it, when recorded")
+    function: str | None = Field(
+        default=None,
+        description="the function around the call site named as a patch target "
+        "(pkg.mod:Qual.name, what suppress, replace and isolate-rng take), where the case "
+        "places the file under the run's working directory; none for the launched script, "
+        "module level or a nested function",
+    )
     writes_state: bool
     state_write: str = Field(default="", description="what state it writes, when it does")
     order: float = Field(

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..compare.result import Candidate
-from ..records import Case, Classification, Hypothesis
+from ..records import Case, Classification, Hypothesis, RunSpec
 from ..trace_format import INIT_STEP
 from .arms import Arm
 from .classify import CLASSIFICATION
@@ -142,6 +142,30 @@ def call_site(caller: str, run_cwd: str | None) -> CallSite | None:
     roots = [Path(run_cwd).resolve()] if run_cwd else []
     roots += [Path(p).resolve() for p in sys.path if p and Path(p).is_dir()]
     return CallSite(file=str(path), line=n, module=_module_name(path, roots), qualname=qual)
+
+
+def _scripts(spec: RunSpec) -> set[Path]:
+    """The files a run's launch commands execute as a script (``__main__``, never imported
+    under the name its file gives: no patch reaches a function in it)."""
+    cwd = Path(spec.cwd or ".")
+    return {(cwd / arg).resolve() for argv in spec.launch for arg in argv if arg.endswith(".py")}
+
+
+def with_patch_targets(case: Case | None, candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates with ``function`` set for each event one run executes and the other
+    does not: the function its call came from, as an intervention names it, resolved under
+    the working directory of the run that made the call (what extra_call_arms suppresses)."""
+    if case is None:
+        return candidates
+    out = []
+    for c in candidates:
+        if c.kind in ("extra", "missing") and c.call_site and c.function is None:
+            spec = case.run_b if c.kind == "extra" else case.run_a
+            site = call_site(c.call_site, spec.cwd)
+            if site is not None and site.target and Path(site.file) not in _scripts(spec):
+                c = c.model_copy(update={"function": site.target})
+        out.append(c)
+    return out
 
 
 def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm], list[str]]:
