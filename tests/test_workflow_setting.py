@@ -172,3 +172,25 @@ def test_draws_and_scatters_are_not_arithmetic_reorderings():
     assert not is_arithmetic("aten::bernoulli_.float")
     assert not is_arithmetic("aten::index_add_")
     assert not is_arithmetic("aten::randperm")
+
+
+def test_a_scalar_from_an_object_the_line_calls_is_not_placed_at_that_line(tmp_path):
+    from triage_agent.workflow.setting_effect import object_call
+
+    src = tmp_path / "loop.py"
+    src.write_text(
+        "import torch\n"
+        "\n"
+        "\n"
+        "def run(opt, p, k, m, v):\n"
+        "    opt.step()\n"
+        "    p.mul_(k)\n"
+        "    torch.add(p, k)\n"
+        "    p.addcdiv_(m, v.sqrt().div_(2.0).add_(1.0), value=-k)\n"
+    )
+    # the optimizer's op runs inside opt.step(): its scalar is the optimizer's state
+    assert object_call(str(src), 5, "aten::mul_.Tensor") == "opt.step"
+    # a line that issues the op itself, directly or nested, is the op's own place
+    assert object_call(str(src), 6, "aten::mul_.Tensor") is None
+    assert object_call(str(src), 7, "aten::add.Tensor") is None
+    assert object_call(str(src), 8, "aten::div_.Tensor") is None

@@ -462,8 +462,8 @@ def state_write_behind(file: str, line: int) -> tuple[StateWrite | None, int]:
 
 def object_call(file: str, line: int, op: str) -> str | None:
     """'X.m' when the statement at ``line`` is a call of a method ``m`` of one of the job's
-    objects ``X`` (a name no import binds) and ``m`` is not the op itself: the op then runs
-    inside that method, on the object's state."""
+    objects ``X`` (a name no import binds) and no call in the statement is the op itself:
+    the op then runs inside that method, on the object's state."""
     try:
         tree = ast.parse(Path(file).read_text())
     except (OSError, SyntaxError, ValueError):
@@ -481,6 +481,13 @@ def object_call(file: str, line: int, op: str) -> str | None:
         call = n.value
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
             continue
+        called = {
+            (c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", ""))
+            for c in ast.walk(n)
+            if isinstance(c, ast.Call)
+        }
+        if base in {c.rstrip("_") for c in called}:
+            return None  # the statement issues the op itself (a nested tensor method call)
         owner = _chain(call.func.value)
         if owner is None or owner.split(".")[0] in imported:
             continue
