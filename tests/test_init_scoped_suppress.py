@@ -81,7 +81,7 @@ def test_an_extra_call_is_suppressed_only_in_the_phase_it_was_seen_in(tmp_path):
     iv = parse_intervention(at_init.intervention)
     assert describe(iv) == "helpers:shrink suppressed before the first step (returns None)"
     assert parse_intervention(to_text(iv)) == iv
-    with pytest.raises(InputError, match=r"\[@init\]"):
+    with pytest.raises(InputError, match=r"\[@init\|@FILE:LINE\]"):
         parse_intervention("suppress helpers:shrink@step")
 
 

@@ -118,7 +118,11 @@ def writer_arms(
     timeout_s: float,
     on_status: Callable[[str], None] = lambda s: None,
 ) -> list[Arm]:
-    """Both runs rerun under the counters' write watch; an arm for each extra writer."""
+    """Both runs rerun under the counters' write watch; an arm for each extra writer. A
+    reading already in the ledger (a resumed workflow) is read back, not launched again."""
+    for n in reversed(ledger.state().notes):
+        if n.get("writes_read") == proven.id:
+            return [Arm.model_validate(a) for a in n.get("arms", [])]
     outs, reps = {}, {}
     for run in ("a", "b"):
         outs[run], reps[run] = watched(
@@ -134,7 +138,9 @@ def writer_arms(
     if not found:
         ledger.note(
             f"{proven.id} read through the training counters: every scheduler counter is "
-            "written through the same functions as often in both runs"
+            "written through the same functions as often in both runs",
+            writes_read=proven.id,
+            arms=[],
         )
         return []
     arms = []
@@ -175,7 +181,9 @@ def writer_arms(
         )
     ledger.note(
         f"{proven.id} read through the training counters: "
-        + "; ".join(f"{a.run.upper()} {a.intervention}" for a in arms)
+        + "; ".join(f"{a.run.upper()} {a.intervention}" for a in arms),
+        writes_read=proven.id,
+        arms=[a.model_dump(mode="json") for a in arms],
     )
     return arms
 
