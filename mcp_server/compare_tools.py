@@ -8,6 +8,8 @@ trace diff narrows, it does not by itself support a hypothesis.
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +19,9 @@ from triage_agent.compare import ByteReport, CompareResult, headline, to_markdow
 from triage_agent.compare import confirm_bytes as compare_bytes
 from triage_agent.compare.distributed import Executor, compare_paths
 from triage_agent.compare.result import Candidate, CrossRank, Divergence, Widen
+from triage_agent.errors import InputError
 from triage_agent.evidence_data import ByteCompareData, TraceCompareData
+from triage_agent.ledger import sha256_file
 from triage_agent.records import Evidence, EvidenceKind, EvidenceResult
 from triage_agent.workflow.structural import with_patch_targets
 
@@ -25,6 +29,10 @@ from .security import MAX_LIST_ITEMS, MAX_PATH_CHARS, Workspace, cap_text
 from .spec import In, Progress
 
 MAX_UNMATCHED_SHOWN = 50
+# A reply an assistant reads whole: the first candidates of each rank, counted by kind, and
+# the full comparison as a resource (a list of twenty candidates one by one is ~30 KB).
+MAX_CANDIDATES_SHOWN = 5
+COMPARE_RESOURCE = "triage://compare/{evidence_id}"
 
 
 class TracePairIn(In):
@@ -48,11 +56,19 @@ class CompareIn(TracePairIn):
 
 
 class CompareOut(BaseModel):
-    result: CompareResult = Field(
-        description=f"per-rank alignment; unmatched events listed up to {MAX_UNMATCHED_SHOWN} "
-        "per rank (unmatched_total counts them all)"
+    evidence_id: str = Field(description="the trace-compare evidence to cite")
+    candidates_by_kind: dict[str, int] = Field(
+        description="the first-divergence candidates of every rank counted by kind and event "
+        "kind (for example 'extra op': 12), before the reply's cap"
     )
-    evidence_id: str
+    full_result: str = Field(
+        description="resource URI of the whole comparison (every candidate and unmatched event)"
+    )
+    result: CompareResult = Field(
+        description=f"per-rank alignment; candidates listed up to {MAX_CANDIDATES_SHOWN} and "
+        f"unmatched events up to {MAX_UNMATCHED_SHOWN} per rank (candidates_total and "
+        "unmatched_total count them all; full_result holds them)"
+    )
 
 
 def _trace_files(path: Path) -> list[Path]:
@@ -92,6 +108,7 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
     progress(0, 1, "aligning traces")
     res, pa, pb = _compare(ws, args, progress)
     summary = headline(res)
+    full = _write_full(ws, res)
     ev = ws.ledger.add_evidence(
         Evidence(
             hypotheses=args.hypotheses,
@@ -113,14 +130,60 @@ def compare_traces(ws: Workspace, args: CompareIn, progress: Progress) -> Compar
                 ws.ledger.artifact(f, role=f"trace-{side}")
                 for side, p in (("a", pa), ("b", pb))
                 for f in _trace_files(p)
-            ],
+            ]
+            + [ws.ledger.artifact(full, role=COMPARE_ROLE)],
         )
     )
     progress(1, 1, summary)
     ranks = [
-        r.model_copy(update={"unmatched": r.unmatched[:MAX_UNMATCHED_SHOWN]}) for r in res.ranks
+        r.model_copy(
+            update={
+                "unmatched": r.unmatched[:MAX_UNMATCHED_SHOWN],
+                "candidates": r.candidates[:MAX_CANDIDATES_SHOWN],
+                "candidates_total": max(r.candidates_total, len(r.candidates)),
+            }
+        )
+        for r in res.ranks
     ]
-    return CompareOut(result=res.model_copy(update={"ranks": ranks}), evidence_id=ev.id)
+    return CompareOut(
+        evidence_id=ev.id,
+        candidates_by_kind=candidates_by_kind(res),
+        full_result=COMPARE_RESOURCE.format(evidence_id=ev.id),
+        result=res.model_copy(update={"ranks": ranks}),
+    )
+
+
+COMPARE_ROLE = "compare-result"
+
+
+def candidates_by_kind(res: CompareResult) -> dict[str, int]:
+    counts = Counter(f"{c.kind} {c.event_kind}" for r in res.ranks for c in r.candidates)
+    return dict(counts.most_common())
+
+
+def _write_full(ws: Workspace, res: CompareResult) -> Path:
+    """The whole comparison, content-addressed, so the evidence can carry it as an artifact
+    before the ledger has named the evidence."""
+    text = res.model_dump_json(indent=1)
+    out = ws.ledger.workspace / "compare" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.is_file():
+        out.write_text(text)
+    return out
+
+
+def full_result(ws: Workspace, evidence_id: str) -> str:
+    """The whole comparison a compare_traces call recorded, read back through its evidence."""
+    ev = next((e for e in ws.ledger.state().evidence if e.id == evidence_id), None)
+    if ev is None or ev.kind is not EvidenceKind.trace_compare:
+        raise InputError(f"no trace-compare evidence {evidence_id!r}: call compare_traces first")
+    art = next((a for a in ev.artifacts if a.role == COMPARE_ROLE), None)
+    if art is None:
+        raise InputError(f"evidence {evidence_id} was recorded without its full comparison")
+    path = ws.ledger.workspace / art.path
+    if not path.is_file() or sha256_file(path) != art.sha256:
+        raise InputError(f"the comparison file of {evidence_id} is missing or changed: {art.path}")
+    return path.read_text()
 
 
 class RankDivergence(BaseModel):

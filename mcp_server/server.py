@@ -40,6 +40,7 @@ from triage_agent.evidence_data import RerunData, TraceCompareData
 from triage_agent.ledger import dumps_state
 from triage_agent.ledger_view import to_markdown
 
+from .compare_tools import COMPARE_RESOURCE, full_result
 from .security import Workspace, cap_text
 from .spec import ToolSpec
 from .tools import available_tools
@@ -295,6 +296,19 @@ def build_server(ws: Workspace) -> MCPServer:
         tools=[_sdk_tool(s, ws) for s in specs],
         resources=_resources(ws),
     )
+
+    @server.resource(
+        COMPARE_RESOURCE,
+        name="comparison",
+        description="The whole trace comparison a compare_traces call recorded (every "
+        "candidate and unmatched event of every rank), by its evidence id, as JSON.",
+        mime_type="application/json",
+    )
+    def comparison(evidence_id: str) -> str:
+        try:
+            return cap_text(full_result(ws, evidence_id))
+        except TriageError as exc:
+            raise ResourceError(_one_line(exc)) from exc
 
     def two_stage_triage(mismatch_step: str = "", budget_minutes: str = "20") -> str:
         """The two-stage workflow: bounded static triage, execution evidence, then tracing."""
