@@ -11,7 +11,9 @@ that are not corpus cases:
 - a monitoring helper under a flag that scores the model in eval mode and never puts it
   back: ``isolate-writes`` on the helper proves it, named inside the helper;
 - a resume that attaches a module's output-scaling hook again, so the resumed process
-  scales twice: ``restore-state hooks`` proves it, named at the restore's call.
+  scales twice: ``restore-state hooks`` proves it, named at the restore's call;
+- a warm-up counter kept as a buffer registered with ``persistent=False``, so a resumed
+  process warms up again: ``restore-state buffers`` proves it, named where it is registered.
 """
 
 from __future__ import annotations
@@ -23,14 +25,21 @@ from triage_agent.ledger_view import verdict_basis
 from triage_agent.manifest import BoundaryRecord, build_manifest, diff_manifests
 from triage_agent.module_structure import (
     grads,
+    put_back_buffers,
     put_back_grads,
     put_back_hooks,
     put_back_modes,
     put_back_ties,
     structure,
+    unsaved_buffers,
 )
 from triage_agent.records import EvidenceResult
 from triage_agent.workflow.boundary_state import PointDiff, structure_arms
+
+
+def _proof(st):
+    """The evidence the verdict rests on."""
+    return next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
 
 
 class Tied(torch.nn.Module):
@@ -168,7 +177,7 @@ def test_a_resume_that_unties_a_weight_is_proven_by_tying_it_again(tmp_path):
     assert v is not None and v.classification.value == "bug", v
     line = next(i for i, s in enumerate(job.splitlines(), 1) if "torch.nn.Parameter(ck" in s)
     assert f"train.py:{line}" in (v.location or ""), v.location
-    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    proof = _proof(st)
     assert proof.data.interventions == ["restore-state ties"]
     assert proof.result == EvidenceResult.supported
 
@@ -223,7 +232,7 @@ def test_a_checkpoint_inside_an_accumulation_window_is_proven_by_its_gradients(t
     v = result.verdict
     assert result.mismatch.step == 2
     assert v is not None and v.classification.value == "bug", v
-    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    proof = _proof(st)
     assert proof.data.interventions == ["restore-state grads"]
     assert proof.result == EvidenceResult.supported
     # no load brings gradients back: the place is the line that writes the checkpoint
@@ -273,7 +282,7 @@ def test_a_helper_that_leaves_the_model_in_eval_mode_is_proven_by_isolating_it(t
     assert result.mismatch.step == 3
     assert v is not None and v.classification.value == "bug", v
     assert "monitor.py:" in (v.location or ""), v.location
-    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    proof = _proof(st)
     assert proof.data.interventions == ["isolate-writes monitor:probe_score"]
 
 
@@ -327,7 +336,7 @@ def test_a_checkpoint_that_rounds_the_model_is_proven_and_named_at_its_write_and
     v = result.verdict
     assert result.mismatch.step == 3
     assert v is not None and v.classification.value == "bug", v
-    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    proof = _proof(st)
     assert proof.data.interventions == ["restore-state model"]
     lines = LOSSY_JOB.splitlines()
     wrote = next(i for i, s in enumerate(lines, 1) if "torch.save(" in s)
@@ -367,7 +376,7 @@ def test_a_helper_that_leaves_parameters_frozen_is_proven_by_isolating_it(tmp_pa
     assert result.mismatch.step == 4
     assert v is not None and v.classification.value == "bug", v
     assert "probe.py:" in (v.location or ""), v.location
-    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    proof = _proof(st)
     assert proof.data.interventions == ["isolate-writes probe:fit_probe"]
 
 
@@ -451,6 +460,86 @@ def test_a_resume_that_attaches_a_hook_again_is_proven_by_removing_the_extra_one
     # the restore's call of the set-up, the turn the second registration took
     line = next(i for i, s in enumerate(HOOK_JOB.splitlines(), 1) if s == "    attach(net)")
     assert f"train.py:{line}" in (v.location or ""), v.location
-    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    proof = _proof(st)
     assert proof.data.interventions == ["restore-state hooks"]
+    assert proof.result == EvidenceResult.supported
+
+
+class Warmup(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+        self.register_buffer("seen", torch.zeros((), dtype=torch.long), persistent=False)
+        self.register_buffer("kept", torch.ones(2))
+
+
+def test_buffers_left_out_of_the_state_dict_are_read_by_name_and_put_back():
+    outer = torch.nn.Sequential(Warmup(), torch.nn.Tanh())
+    left = unsaved_buffers(outer)
+    assert list(left) == ["0.seen"]  # "kept" is persistent: the state_dict holds it
+    assert "0.seen" not in outer.state_dict()
+    saved = {"0.seen": torch.tensor(7), "0.gone": torch.ones(3)}
+    assert put_back_buffers(outer, saved) == ["0.seen"]  # a buffer no longer there is left
+    assert int(outer[0].seen) == 7
+
+
+BUFFER_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+
+class WarmupScale(torch.nn.Module):
+    \"\"\"Scales its input from 1/4 up to 1 over the first four training forwards.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long), persistent=False)
+
+    def forward(self, x):
+        if self.training:
+            self.calls += 1
+        return x * torch.clamp(self.calls.float() / 4, max=1.0)
+
+
+torch.manual_seed(4)
+net = torch.nn.Sequential(torch.nn.Linear(5, 6), WarmupScale(), torch.nn.Tanh(), torch.nn.Linear(6, 1))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x, y = torch.randn(10, 5), torch.randn(10, 1)
+step, resumed = 0, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    resumed = ck["step"]
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = (net(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if step == last and save != "-":
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step}, save)
+    step += 1
+log.close()
+"""
+
+
+def test_a_buffer_the_checkpoint_leaves_out_is_proven_and_named_where_it_is_registered(tmp_path):
+    (tmp_path / "train.py").write_text(BUFFER_JOB)
+    case = resume_case(tmp_path, "unsaved", steps=5, save_at=1, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 2
+    assert v is not None and v.classification.value == "bug", v
+    line = next(i for i, s in enumerate(BUFFER_JOB.splitlines(), 1) if "persistent=False" in s)
+    assert f"train.py:{line}" in (v.location or ""), v.location
+    assert "calls" in v.location
+    proof = _proof(st)
+    assert proof.data.interventions == ["restore-state buffers"]
     assert proof.result == EvidenceResult.supported

@@ -51,7 +51,7 @@ from .job_objects import (
     saved_keys,
     unsaved_attrs,
 )
-from .module_structure import grads, structure
+from .module_structure import grads, structure, unsaved_buffers
 
 STATE_ENV = "TRIAGE_STATE_CAPTURE"
 _C = TypeVar("_C", bound=BaseModel)
@@ -152,6 +152,8 @@ def state_now(
         # a DeepSpeed optimizer holds flat partitions, not the module's tensors: no membership
         for key, value in structure(engine.module, []).items():
             m.scalars[f"model_structure.{key}"] = value
+        for key, t in unsaved_buffers(engine.module).items():
+            m.tensors[f"model_unsaved.{key}"] = tensor_entry(t)
     else:
         state: dict[str, Any] = {}
         if roots:
@@ -179,6 +181,7 @@ def state_now(
             # and the gradients summed so far (a checkpoint inside a window loses them)
             state["model_structure"] = structure(roots[0], opts)
             state["model_grads"] = grads(roots[0])
+            state["model_unsaved"] = unsaved_buffers(roots[0])
         m = build_manifest(state, label=label)
     m.data_cursor = cursor_states(data_cursors()) or None
     from .settings import read_settings

@@ -1,11 +1,13 @@
 """The training state no ``state_dict`` holds: which modules are in eval mode, which parameter
 names share one tensor, which parameters no optimizer holds, and the gradients accumulated so
-far, and how many hooks each module and parameter holds. Two runs can agree on every
+far, how many hooks each module and parameter holds, and the buffers a module registers
+outside its state_dict (``persistent=False``). Two runs can agree on every
 tensor's bytes and still train differently on any of them (a helper that leaves the model in
 eval mode stops its dropout; a restore that gives a tied head a Parameter of its own trains
 two tensors where there was one; a checkpoint taken inside an accumulation window loses the
 part of the window already summed; a resume that registers a gradient hook again applies it
-twice).
+twice; a running statistic the forward updates, registered non-persistent, starts again from
+its initial value after a resume).
 
 Read by the state capture (what differs), and put back by restore-state (proof that it
 carries the difference). Runs inside the job's processes: nothing here imports torch.
@@ -104,6 +106,31 @@ def put_back_ties(root: Any, tied: str, optimizers: list[Any]) -> list[str]:
                 setattr(module, leaf, keep)
             rebound.append(name)
     return rebound
+
+
+def unsaved_buffers(root: Any) -> dict[str, Any]:
+    """Each buffer the module tree holds that its ``state_dict`` leaves out (registered with
+    ``persistent=False``), by its dotted name."""
+    out: dict[str, Any] = {}
+    for prefix, m in root.named_modules():
+        for name in sorted(getattr(m, "_non_persistent_buffers_set", ())):
+            buf = m._buffers.get(name)
+            if buf is not None:
+                out[f"{prefix}.{name}" if prefix else name] = buf
+    return out
+
+
+def put_back_buffers(root: Any, saved: dict[str, Any]) -> list[str]:
+    """Copy each saved non-persistent buffer into the buffer of that name; the names set
+    (a buffer that no longer exists, or has another shape, is left alone)."""
+    now = unsaved_buffers(root)
+    done = []
+    for name, value in saved.items():
+        buf = now.get(name)
+        if buf is not None and tuple(buf.shape) == tuple(value.shape):
+            buf.copy_(value.to(buf.device, buf.dtype))
+            done.append(name)
+    return done
 
 
 def put_back_grads(root: Any, saved: dict[str, Any]) -> int:

@@ -17,7 +17,10 @@ Parts are named as the state capture names them (:func:`triage_agent.boundary_ca
 - ``modes``: the model's modules' training modes and its parameters' ``requires_grad``;
 - ``hooks``: how many hooks each of the model's modules and parameters holds; the hooks a
   resumed process registered beyond those are removed, latest first (a resume that
-  registers a gradient hook again applies it twice).
+  registers a gradient hook again applies it twice);
+- ``buffers``: the buffers the model's modules register outside their state_dict
+  (``persistent=False``), by name (a running statistic the forward updates, which a
+  checkpoint of the state_dict leaves behind); the place is the line that registered it so.
 
 The process that saves writes the parts at each step the job logs (``MetricLog.log``) and
 once more at its end; a process that resumes from step K (``MetricLog(..., resumed_from=K)``)
@@ -48,18 +51,22 @@ from .module_structure import (
     TENSOR_HOOKS,
     grads,
     hook_tables,
+    put_back_buffers,
     put_back_grads,
     put_back_hooks,
     put_back_modes,
     put_back_ties,
     structure,
+    unsaved_buffers,
 )
 
-PART_RE = r"^(model[1-9]?|optimizer|grads|ties|modes|hooks)$"
+PART_RE = r"^(model[1-9]?|optimizer|grads|ties|modes|hooks|buffers)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 END_FILE = ".triage-state-end{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
+# parts of the largest module that no state_dict of it holds
+STRUCTURE = ("grads", "ties", "modes", "hooks", "buffers")
 
 
 def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> None:
@@ -70,6 +77,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     moded: dict[int, str] = {}  # id(module) -> the job's line that last set its mode
     # id(hook table) -> the job's path to each registration into it, in order
     hooked: dict[int, list[list[str]]] = {}
+    # (id(module), buffer name) -> the job's line that registered it outside the state_dict
+    unsaved_at: dict[tuple[int, str], str] = {}
     with open(report, "a") as fh:
         for part in parts:
             line = {"pid": os.getpid(), "target": f"restore-state {part}", "event": "patched"}
@@ -83,6 +92,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             watch_structure(torch.nn.Module)
         if "hooks" in parts:
             watch_hooks(torch)
+        if "buffers" in parts:
+            watch_buffers(torch.nn.Module)
         name = "triage_agent.metrics"
         if name in sys.modules:
             on_metrics(sys.modules[name])
@@ -117,6 +128,18 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             return train(self, mode)
 
         cls.register_parameter, cls.train = register_parameter, set_mode
+
+    def watch_buffers(cls: Any) -> None:
+        orig = cls.register_buffer
+
+        def register_buffer(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+            out = orig(self, name, *args, **kwargs)
+            where = job_line(_SKIP)
+            if where is not None and name in getattr(self, "_non_persistent_buffers_set", ()):
+                unsaved_at[(id(self), name)] = f"{where[0]}:{where[1]}"
+            return out
+
+        cls.register_buffer = register_buffer
 
     def watch_hooks(torch: Any) -> None:
         # each registration's path, filed under the table its handle lands in
@@ -171,11 +194,15 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         snap: dict[str, Any] = {}
         opts = live_objects(torch.optim.Optimizer)
         for part in parts:
-            if part in ("grads", "ties", "modes", "hooks"):
+            if part in STRUCTURE:
                 if not roots:
                     continue
                 if part == "grads":
                     snap[part] = {n: g.detach().clone() for n, g in grads(roots[0]).items()}
+                elif part == "buffers":
+                    snap[part] = {
+                        n: b.detach().clone() for n, b in unsaved_buffers(roots[0]).items()
+                    }
                 elif part == "hooks":
                     snap[part] = structure(roots[0], opts)["hooks"]
                 elif part == "ties":
@@ -202,11 +229,26 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         for part, saved in snap.items():
             if part.startswith("_"):
                 continue
-            if part in ("grads", "ties", "modes", "hooks"):
+            if part in STRUCTURE:
                 if not roots:
                     continue
                 root = roots[0]
-                if part == "hooks":
+                if part == "buffers":
+                    names = put_back_buffers(root, saved)
+                    at = next(
+                        (
+                            unsaved_at[o]
+                            for o in (_owner(root, n) for n in names)
+                            if o in unsaved_at
+                        ),
+                        None,
+                    )
+                    said[part] = {
+                        "what": ", ".join(names) or "nothing",
+                        "loaded_at": at,
+                        "verb": "registers it outside the state_dict (persistent=False)",
+                    }
+                elif part == "hooks":
                     tables = hook_tables(root)
                     removed = put_back_hooks(root, saved)
                     said[part] = {
@@ -360,6 +402,6 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
 
 def _owner(root: Any, name: str) -> tuple[int, str]:
-    """(id of the module that holds parameter ``name``, its attribute name)."""
+    """(id of the module that holds parameter or buffer ``name``, its attribute name)."""
     owner, _, leaf = name.rpartition(".")
     return id(root.get_submodule(owner) if owner else root), leaf

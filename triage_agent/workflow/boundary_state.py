@@ -586,6 +586,7 @@ STRUCTURE_PARTS = {
     "ties": "which parameter names share one tensor (and which tensors the optimizer holds)",
     "modes": "the modules' training modes (and which parameters train)",
     "hooks": "the hooks the model's modules and parameters hold",
+    "buffers": "the buffers the model's modules register outside their state_dict",
 }
 
 
@@ -617,8 +618,8 @@ def structure_arms(
     """Training state no state_dict holds that differs between the process that saved and
     the one that resumed from it: gradients accumulated inside the step the save cut,
     parameters tied in one and untied in the other, modules left in another mode, hooks
-    registered again. The saving
-    process's is put back after the resume (restore-state PART on the resumed run)."""
+    registered again, buffers registered outside the state_dict. The saving process's is put
+    back after the resume (restore-state PART on the resumed run)."""
     out: list[Arm] = []
     for d in diffs:
         if " saved vs " not in d.between:
@@ -639,6 +640,7 @@ def structure_arms(
                 p in ("model_structure.eval_modules", "model_structure.frozen") for p in differ
             ),
             "hooks": "model_structure.hooks" in differ,
+            "buffers": any(p.startswith("model_unsaved.") for p in differ),
         }
         at = d.point.removeprefix("after-")
         for part in (p for p, hit in parts.items() if hit):
