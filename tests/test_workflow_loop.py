@@ -495,3 +495,79 @@ def test_a_hyper_parameter_handed_to_the_arithmetic_as_it_is_reads_as_a_policy(t
     v = result.verdict
     assert v is not None and v.classification.value == "policy-difference", v
     assert (v.location or "").startswith("config:--eps"), v.location
+
+
+RING_TRAIN = """import argparse
+import torch
+from targets import Targets, smooth
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("out")
+p.add_argument("--reuse-targets", action="store_true")
+args = p.parse_args()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(24, 6)
+targets = Targets(reuse=args.reuse_targets)
+with MetricLog(args.out, rank=0) as log:
+    for step in range(7):
+        y = smooth(targets.get(step))
+        loss = -(torch.log_softmax(model(x), dim=1) * y).sum(dim=1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+RING_TARGETS = """import torch
+
+
+class Targets:
+    # one-hot targets of three label sets, in turn; kept after their first use on request
+
+    def __init__(self, reuse):
+        self.reuse = reuse
+        self.kept = {}
+
+    def get(self, step):
+        k = step % 3
+        if k in self.kept:
+            return self.kept[k]
+        labels = torch.arange(24).add(k).remainder(4)
+        y = torch.nn.functional.one_hot(labels, 4).float()
+        if self.reuse:
+            self.kept[k] = y
+        return y
+
+
+def smooth(y):
+    return y.mul_(0.9).add_(0.025)
+"""
+
+
+def test_a_value_written_in_place_and_read_again_steps_later_is_found_and_put_out_of_place(
+    tmp_path,
+):
+    # B keeps three target tensors and hands each out again three steps later, after the step
+    # smoothed it in place: the first receiver's input was written by no event of the traced
+    # window, and the trace back to the first step finds the in-place write that wrote it
+    case = script_case(
+        tmp_path,
+        "ring",
+        "--reuse-targets",
+        {"train.py": RING_TRAIN, "targets.py": RING_TARGETS},
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert result.mismatch.step == 3
+    assert v is not None and v.classification.value == "bug", v
+    line = next(i for i, s in enumerate(RING_TARGETS.splitlines(), 1) if "mul_(0.9)" in s)
+    assert v.location == f"targets.py:{line}", v.location
+    basis = verdict_basis(st)
+    proof = next(e for e in st.evidence if e.id == basis.evidence)
+    assert proof.data.interventions == [f"outplace targets.py:{line}"]
+    assert proof.data.applied_to == "b" and proof.result == EvidenceResult.supported
+    back = [e for e in st.evidence if "producer search" in e.summary]
+    assert back and "a value carried across steps" in back[-1].summary

@@ -37,7 +37,7 @@ from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
 from .situation import Situation
 from .stage1 import run_stage1
-from .structural import extra_call_arms, is_draw
+from .structural import carried_write_arms, extra_call_arms, first_receivers, is_draw
 from .tree_narrowing import narrow_tree_change
 
 Status = Callable[[str, str], None]
@@ -46,6 +46,7 @@ What = Literal[
     "state",
     "trace",
     "trace-draws",
+    "trace-back",
     "bisect",
     "narrow",
     "read-writes",
@@ -125,6 +126,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "state": _state,
         "trace": _trace,
         "trace-draws": _trace_draws,
+        "trace-back": _trace_back,
         "bisect": _bisect,
         "narrow": _narrow,
         "read-writes": _read_writes,
@@ -205,7 +207,10 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
         found, said = extra_call_arms(sit.case, sit.trace.extra_calls)
         for line in said[:5]:
             sit.ledger.note(f"extra call not testable: {line}")
-        sit.trace_arms = found
+        carried, seen = carried_write_arms(sit.case, sit.trace.receivers)
+        for line in seen:
+            sit.ledger.note(f"first receiver: {line}")
+        sit.trace_arms = carried + found
         for a in found:
             sit.where.setdefault(a.hypothesis.id, a.location)
 
@@ -257,6 +262,55 @@ def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
     found, said = extra_call_arms(sit.case, draws + [c for c in ctx.extra_calls if c not in draws])
     for line in said[:3]:
         sit.ledger.note(f"extra call not testable: {line}")
+    known = {(a.run, a.intervention) for a in sit.trace_arms}
+    for a in found:
+        if (a.run, a.intervention) not in known:
+            sit.trace_arms.append(a)
+            sit.where.setdefault(a.hypothesis.id, a.location)
+
+
+BACK_STEPS = 16  # how far back a producer is searched: a trace of every op of each step
+
+
+def back_from(sit: Situation) -> int:
+    """The first step a producer search traces: the runs' first step, at most BACK_STEPS
+    before the window's last."""
+    first = sit.rep.diff.common_steps[0] if sit.rep.diff.common_steps else 0
+    assert sit.trace is not None
+    return max(first, sit.trace.window[1] - BACK_STEPS)
+
+
+def _trace_back(move: Move, sit: Situation, status: Status) -> None:
+    """Where a value the first receiver reads was written: every op of both runs from an
+    earlier step to the receiver's, so the producer search reaches back across steps. A value
+    one run wrote in place at an earlier step and reads again is tested by running that
+    line's in-place calls out of place."""
+    from .stage2 import new_context, trace_and_compare
+
+    assert sit.trace is not None
+    lo, step = back_from(sit), sit.trace.window[1]
+    ctx = new_context(
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("stage 2", m),
+        executor=sit.opts.executor,
+    )
+    cfg = CaptureConfig(
+        out_dir=Path(sit.ledger.workspace) / "unused", steps=(lo, step), level="op", digest="both"
+    )
+    res, ev = trace_and_compare(ctx, cfg, "producer search")
+    if res is None:
+        return
+    found, said = carried_write_arms(sit.case, first_receivers(res))
+    ev.summary += "; " + (
+        "; ".join(said)
+        if said
+        else f"no event of steps {lo}-{step} wrote the first receiver's unproduced inputs"
+    )
+    sit.ledger.add_evidence(ev)
     known = {(a.run, a.intervention) for a in sit.trace_arms}
     for a in found:
         if (a.run, a.intervention) not in known:

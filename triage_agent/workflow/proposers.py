@@ -15,7 +15,7 @@ None knows a case: each reads one kind of evidence and proposes the general test
 - :func:`corresponded`: two frameworks' corresponding boundaries, compared, and the
   interventions on B their first difference's diagnosis asks for.
 - :func:`traced`: what the trace showed (an event only one run executes, a draw among them;
-  the origin's fix policy).
+  the origin's fix policy; an input no traced event wrote, searched for in earlier steps).
 - :func:`resume`: a run that resumes, tested by each restore its evidence points at; a
   refuted restore-rng beside a draw whose generator differs points past the streams, at the
   state a reseed is computed from.
@@ -38,7 +38,7 @@ from .arms import Arm, prior_rerun
 from .boundary_state import proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for, selects_computation, uncontrolled
-from .moves import Move, arm_move, moved_generator
+from .moves import Move, arm_move, back_from, moved_generator
 from .situation import Situation, relaunchable
 from .structural import is_draw
 from .tree_narrowing import tree_pair
@@ -364,6 +364,26 @@ def traced(sit: Situation) -> list[Move]:
         for a in sit.trace_arms
         if _untested(sit, a) and prior_rerun(sit.ledger, a.hypothesis.id) is None
     ]
+    if sit.trace.unproduced and "trace-back" not in sit.done:
+        u = sit.trace.unproduced[0]
+        out.append(
+            Move(
+                key="trace-back",
+                kind="observe",
+                what="trace-back",
+                said=f"trace every op of both runs from step {back_from(sit)} to "
+                f"{sit.trace.window[1]}: which earlier event wrote the input the first "
+                "receiver reads",
+                cost_s=3 * sit.launch_s,
+                gain=TRACED,
+                guided=True,
+                why=f"input {u.input} of the first receiver in run {u.run.upper()} was written "
+                f"by no event of the traced window (searched {u.searched}): it was carried in "
+                "from an earlier step",
+                evidence=evidence,
+                reading=side,
+            )
+        )
     if side:
         return out
     if moved_generator(sit) and not any(

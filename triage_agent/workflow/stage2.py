@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from ..compare import CompareResult, confirm_bytes, headline
 from ..compare.bytes import ByteReport
 from ..compare.distributed import Executor, compare_paths
-from ..compare.result import Candidate, Divergence, EventRef, Widen
+from ..compare.result import Candidate, Divergence, EventRef, Producer, Widen
 from ..errors import InputError, TriageError
 from ..evidence_data import ByteCompareData, ReplayData, TraceCompareData
 from ..fingerprint import CaptureConfig
@@ -48,6 +48,7 @@ from .fixcheck import relaunch_evidence
 from .markers import done_for
 from .perturbation import is_repeat, perturbation
 from .recorded import recorded_pair
+from .structural import first_receivers, unproduced_inputs
 
 LIGHTER = {"op": "module", "module": "collective", "collective": None}
 
@@ -376,6 +377,17 @@ class Stage2Result(BaseModel):
         default_factory=list,
         description="events one run executes and the other does not, in every trace of the stage",
     )
+    receivers: list[Divergence] = Field(
+        default_factory=list,
+        description="each rank's first receiver when no origin was found, with the producer "
+        "of each differing input in both runs",
+    )
+
+    @property
+    def unproduced(self) -> list[Producer]:
+        """Differing inputs of the first receivers that no traced event of their run wrote:
+        values from before the window, whose producer a longer trace can find."""
+        return unproduced_inputs(self.receivers)
 
     @property
     def failed(self) -> bool:
@@ -579,6 +591,7 @@ def run_stage2(
         first_step=first_step,
         searched=searched,
         extra_calls=ctx.extra_calls[:20],
+        receivers=first_receivers(res) if res is not None and origin is None else [],
     )
     ledger.stage(
         "trace",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..compare.result import Candidate
+from ..compare.result import Candidate, CompareResult, Divergence, Producer
 from ..records import Case, Classification, Hypothesis, RunSpec
 from ..trace_format import INIT_STEP
 from .arms import Arm
@@ -342,6 +342,68 @@ def _outplace_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
             )
         )
     return out[:2]
+
+
+def first_receivers(res: CompareResult) -> list[Divergence]:
+    """Each rank's first receiver: the first paired event whose inputs already differ."""
+    return [r.first_receiver for r in res.ranks if r.first_receiver is not None]
+
+
+def unproduced_inputs(receivers: list[Divergence]) -> list[Producer]:
+    """The differing inputs of the first receivers that no traced event of their run wrote:
+    values that came from before the window (or from outside the capture)."""
+    return [p for fr in receivers for p in fr.producers if p.event is None and p.digest]
+
+
+def carried_write_arms(case: Case, receivers: list[Divergence]) -> tuple[list[Arm], list[str]]:
+    """Each first receiver's differing input that its run wrote in an earlier step: a value
+    carried across steps. Written there in place by the job's own line (a batch a cache hands
+    out again after the step standardised it in place, a buffer a step mutates), that line's
+    in-place calls run out of place in that run test whether the write is what reaches the
+    later read. What the search found is said either way."""
+    arms: list[Arm] = []
+    said: list[str] = []
+    seen: set[str] = set()
+    for fr in receivers:
+        for p in fr.producers:
+            at = fr.a if p.run == "a" else fr.b
+            ev = p.event
+            if ev is None or at is None or ev.step >= at.step:
+                continue
+            # events before the first step's first forward (its batch, set-up) are the
+            # trace's initialisation
+            when = "before the first step" if ev.step == INIT_STEP else f"in step {ev.step}"
+            said.append(
+                f"run {p.run.upper()} rank {at.rank}: input {p.input} of {at.where()} is output "
+                f"{p.output} of {ev.where()}, written {when}: a value carried across steps"
+            )
+            name = ev.name.split("::")[-1].split(".", 1)[0]
+            if ev.kind != "op" or not name.endswith("_") or name.endswith("__") or not ev.caller:
+                continue
+            spec = case.run_b if p.run == "b" else case.run_a
+            file, _, line = ev.caller.rpartition(":")
+            root = str(Path(spec.cwd or ".").resolve()).rstrip("/") + "/"
+            if not file.startswith(root) or "site-packages" in file:
+                continue  # a library's write: no line of the job to run out of place
+            site = f"{file[len(root) :]}:{line}"
+            if site in seen:
+                continue
+            seen.add(site)
+            arms.append(
+                _arm(
+                    p.run,
+                    f"outplace {site}",
+                    site,
+                    f"run {p.run.upper()} writes a tensor in place at {site} ({name}, {when}) "
+                    f"and reads it again in step {at.step} ({at.name}): the in-place write "
+                    "reaches a later computation",
+                    f"input {p.input} of {at.name} in step {at.step} in run {p.run.upper()} is "
+                    f"the output of {name} at {site}, written {when}; running that line's "
+                    f"in-place calls out of place in run {p.run.upper()} tests it",
+                    category="inplace-write",
+                )
+            )
+    return arms[:2], said[:4]
 
 
 def _arm(
