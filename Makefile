@@ -33,7 +33,7 @@ browser:
 # run on one worker (tests/conftest.py), so the demo's baselines are launched once.
 test: setup browser ops
 	$(BIN)/ruff check .
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n auto --dist loadgroup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n auto --dist loadgroup --durations=25
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
