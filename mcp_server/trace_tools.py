@@ -52,6 +52,11 @@ class CaptureTraceOut(BaseModel):
     argv: list[list[str]]
     warnings: list[str]
     evidence_id: str
+    bits_equal_untraced: bool | None = Field(
+        description="whether the traced run's metric bits equal its untraced baseline's at "
+        "every step; null when no baseline of that run is recorded yet"
+    )
+    bits_said: str = Field(description="that comparison in words (or why there is none)")
 
 
 def capture_trace(ws: Workspace, args: CaptureTraceIn, progress: Progress) -> CaptureTraceOut:
@@ -91,10 +96,12 @@ def capture_trace(ws: Workspace, args: CaptureTraceIn, progress: Progress) -> Ca
     if out.trace_dir:
         files = sorted(p for p in ws.path(out.trace_dir).glob("trace_rank*.jsonl") if p.is_file())
     result = EvidenceResult.observed if out.ok and files else EvidenceResult.error
+    equal, said = _against_baseline(run, ws, out)
     summary = (
         f"run {run.name} traced at level {args.level}, steps {args.first_step}-{args.last_step}: "
         f"{len(files)} rank trace(s), exit codes {out.exit_codes}"
         + (" (cached)" if out.cached else "")
+        + f"; {said}"
     )
     ev = ws.ledger.add_evidence(
         Evidence(
@@ -123,4 +130,31 @@ def capture_trace(ws: Workspace, args: CaptureTraceIn, progress: Progress) -> Ca
         argv=out.argv,
         warnings=out.warnings[:MAX_LIST_ITEMS],
         evidence_id=ev.id,
+        bits_equal_untraced=equal,
+        bits_said=said,
     )
+
+
+def _against_baseline(run, ws: Workspace, out) -> tuple[bool | None, str]:
+    """The traced run's metric bits against its untraced baseline's, when one is recorded:
+    a trace whose run computes other bits than the run it stands for is not evidence of it."""
+    from triage_agent.metrics import diff_metrics, load_metrics
+    from triage_agent.runs import finished
+
+    if not out.ok or out.metrics is None:
+        return None, "the traced run did not finish: its bits are not compared"
+    base = finished(run, ws.ledger.workspace)
+    if base is None or base.metrics is None:
+        return None, (
+            f"no untraced baseline of run {run.name} is recorded, so the traced bits are not "
+            "compared (confirm_mismatch with relaunch=true records one)"
+        )
+    d = diff_metrics(load_metrics(base.metrics), load_metrics(out.metrics))
+    if d.first_step is not None:
+        return False, (
+            f"tracing changed run {run.name}'s metric bits from step {d.first_step}: this trace "
+            "does not stand for the untraced run"
+        )
+    if not d.complete:
+        return False, f"the traced run {run.name} stopped short of its baseline ({d.gaps()})"
+    return True, f"metric bits equal to run {run.name}'s untraced baseline at every step"

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -50,6 +50,9 @@ from .process import end_side_by_side
 from .records import Artifact, Case, Evidence, EvidenceKind, EvidenceResult, Provenance, RunSpec
 from .seed_pins import SeedPin
 from .trace_format import TRACE_GLOB, TRACE_SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from .fingerprint import CaptureConfig
 
 OUT_TOKEN = "{out}"
 OUTCOME_NAME = "outcome.json"
@@ -746,7 +749,13 @@ def materialize(
         outcome.exit_codes.append(124 if res.timed_out or res.exit_code is None else res.exit_code)
         outcome.launch_seconds.append(res.duration_s)
         outcome.logs += [p for p in (res.stdout_log, res.stderr_log) if p]
-        outcome.warnings += res.warnings
+        outcome.warnings += (
+            res.warnings
+            if len(argvs) == 1
+            # the window is the run's, not each command's: a save that stops before it is
+            # no warning (said once below, from the joined trace)
+            else [f"command {k + 1}/{len(argvs)}: {w}" for w in res.warnings if not _window(w)]
+        )
         segments.append(seg)
         where = f"run {run.name!r} command {k + 1}/{len(argvs)}"
         if res.timed_out or res.exit_code is None:
@@ -771,8 +780,10 @@ def materialize(
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"
     if capture is not None and getattr(capture, "level", "none") != "none":
         tdir = out / "trace"
-        join_trace_segments(segments, tdir)
+        joined = join_trace_segments(segments, tdir)
         outcome.trace_dir = str(tdir)
+        if len(argvs) > 1 and outcome.error is None:
+            outcome.warnings += _window_warning(capture, joined, len(argvs))
         outcome.step_restart = step_restart(segments)
         if outcome.step_restart:
             outcome.warnings.append(outcome.step_restart)
@@ -784,6 +795,32 @@ def materialize(
     else:
         say(f"{run.name}/{label}: failed: {outcome.error}")
     return outcome
+
+
+_WINDOW = ("step range ", "steps [", "no process wrote a trace")
+
+
+def _window(warning: str) -> bool:
+    """A capture warning about the step window (never reached, partly traced, no trace)."""
+    return warning.startswith(_WINDOW)
+
+
+def _window_warning(capture: CaptureConfig, files: list[Path], commands: int) -> list[str]:
+    """The window checked against the trace every command of a run wrote together."""
+    from .fingerprint.command import summarize_trace
+
+    if capture.steps is None:
+        return []
+    traced = {s for f in files for s in summarize_trace(f).steps}
+    a, b = capture.steps
+    missing = [s for s in range(a, b + 1) if s not in traced]
+    if not files:
+        return [f"no process of the {commands} commands wrote a trace of steps {a}-{b}"]
+    if len(missing) == b - a + 1:
+        return [f"step range {a}-{b} never occurred in any of the {commands} commands"]
+    if missing:
+        return [f"steps {missing} of the window {a}-{b} were not traced by any command"]
+    return []
 
 
 def _state_capture_env(out: Path, k: int, pythonpath: str | None) -> dict[str, str]:
