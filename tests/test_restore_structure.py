@@ -12,6 +12,9 @@ that are not corpus cases:
   back: ``isolate-writes`` on the helper proves it, named inside the helper;
 - a resume that attaches a module's output-scaling hook again, so the resumed process
   scales twice: ``restore-state hooks`` proves it, named at the restore's call;
+- a learning rate the job halves on a plateau, kept only in the optimizer's param groups,
+  and a resume that hands the groups the launch's rate again after loading the optimizer:
+  ``restore-state groups`` proves it, named at that write;
 - a warm-up counter kept as a buffer registered with ``persistent=False``, so a resumed
   process warms up again: ``restore-state buffers`` proves it, named where it is registered.
 """
@@ -542,4 +545,57 @@ def test_a_buffer_the_checkpoint_leaves_out_is_proven_and_named_where_it_is_regi
     assert "calls" in v.location
     proof = _proof(st)
     assert proof.data.interventions == ["restore-state buffers"]
+    assert proof.result == EvidenceResult.supported
+
+
+PLATEAU_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+BASE_LR = 0.2
+
+torch.manual_seed(5)
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(net.parameters(), lr=BASE_LR, momentum=0.5)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+step, resumed, best = 0, None, float("inf")
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    best, resumed = ck["best"], ck["step"]
+    step = resumed + 1
+    for g in opt.param_groups:
+        g["lr"] = BASE_LR
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    loss = (net(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if loss.item() > best * 0.95:  # little progress: halve the rate
+        for g in opt.param_groups:
+            g["lr"] = g["lr"] * 0.5
+    best = min(best, loss.item())
+    if step == last and save != "-":
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "best": best, "step": step}, save)
+    step += 1
+log.close()
+"""
+
+
+def test_a_resume_that_sets_a_group_rate_again_is_proven_and_named_at_that_write(tmp_path):
+    (tmp_path / "train.py").write_text(PLATEAU_JOB)
+    case = resume_case(tmp_path, "plateau", steps=9, save_at=5, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    line = next(i for i, s in enumerate(PLATEAU_JOB.splitlines(), 1) if "= BASE_LR" in s)
+    assert f"train.py:{line}" in (v.location or ""), v.location
+    proof = _proof(st)
+    assert proof.data.interventions == ["restore-state groups"]
     assert proof.result == EvidenceResult.supported

@@ -34,7 +34,8 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           ``modes`` (modules' training modes),
                                                           ``hooks`` (hooks registered again),
                                                           ``buffers`` (buffers registered outside
-                                                          the state_dict)
+                                                          the state_dict), ``groups`` (param
+                                                          groups' hyper-parameters)
 ``outplace FILE:LINE``                          outplace   the in-place torch calls that line of the job
                                                           makes run out of place (result returned,
                                                           the tensor left alone)
@@ -243,7 +244,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|grads|ties|modes|hooks|buffers, "
+    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, revert path[,path...]"
 )
@@ -302,7 +303,7 @@ def parse_intervention(text: str) -> Intervention:
                 raise _bad(
                     text,
                     "expected restore-state PART[,PART] with PART model, model1..model9, optimizer, "
-                    "grads, ties, modes, hooks or buffers",
+                    "groups, grads, ties, modes, hooks or buffers",
                 )
             return RestoreStateIntervention(parts=parts)
         if word == "outplace":

@@ -18,6 +18,10 @@ Parts are named as the state capture names them (:func:`triage_agent.boundary_ca
 - ``hooks``: how many hooks each of the model's modules and parameters holds; the hooks a
   resumed process registered beyond those are removed, latest first (a resume that
   registers a gradient hook again applies it twice);
+- ``groups``: every optimizer's param groups' hyper-parameters (learning rate, weight decay,
+  betas: every key but the parameters), by optimizer and group index (a resume that sets a
+  group's learning rate again after loading the optimizer overwrites the rate the checkpoint
+  carried); the place is the job's last write to a group key after the load;
 - ``buffers``: the buffers the model's modules register outside their state_dict
   (``persistent=False``), by name (a running statistic the forward updates, which a
   checkpoint of the state_dict leaves behind); the place is the line that registered it so.
@@ -60,7 +64,7 @@ from .module_structure import (
     unsaved_buffers,
 )
 
-PART_RE = r"^(model[1-9]?|optimizer|grads|ties|modes|hooks|buffers)$"
+PART_RE = r"^(model[1-9]?|optimizer|groups|grads|ties|modes|hooks|buffers)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 END_FILE = ".triage-state-end{step}-rank{rank}.pt"
 REPORT = ".triage-state-restored.json"
@@ -79,6 +83,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     hooked: dict[int, list[list[str]]] = {}
     # (id(module), buffer name) -> the job's line that registered it outside the state_dict
     unsaved_at: dict[tuple[int, str], str] = {}
+    # (id(optimizer), group index, key) -> the job's line that wrote it after a load
+    group_writes: dict[tuple[int, int, str], str] = {}
     with open(report, "a") as fh:
         for part in parts:
             line = {"pid": os.getpid(), "target": f"restore-state {part}", "event": "patched"}
@@ -88,6 +94,8 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         torch = module or sys.modules["torch"]
         for cls in (torch.nn.Module, torch.optim.Optimizer):
             watch_loads(cls)
+        if "groups" in parts:
+            watch_groups(torch.optim.Optimizer)
         if "ties" in parts or "modes" in parts:
             watch_structure(torch.nn.Module)
         if "hooks" in parts:
@@ -128,6 +136,28 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             return train(self, mode)
 
         cls.register_parameter, cls.train = register_parameter, set_mode
+
+    def watch_groups(cls: Any) -> None:
+        orig = cls.load_state_dict
+
+        class Group(dict):
+            """A param group that says which line of the job wrote each key."""
+
+            def __setitem__(g, key: Any, value: Any) -> None:  # noqa: N805
+                super().__setitem__(key, value)
+                where = job_line(_SKIP)
+                if where is not None:
+                    group_writes[(g._owner, g._index, str(key))] = f"{where[0]}:{where[1]}"
+
+        def load_state_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig(self, *args, **kwargs)
+            for i, g in enumerate(self.param_groups):
+                w = Group(g)
+                w._owner, w._index = id(self), i
+                self.param_groups[i] = w
+            return out
+
+        cls.load_state_dict = load_state_dict
 
     def watch_buffers(cls: Any) -> None:
         orig = cls.register_buffer
@@ -210,6 +240,18 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 else:
                     now = structure(roots[0], opts)
                     snap[part] = {k: now[k] for k in ("eval_modules", "frozen")}
+            elif part == "groups":
+                snap[part] = [
+                    [
+                        {
+                            k: v.detach().clone() if torch.is_tensor(v) else v
+                            for k, v in g.items()
+                            if k != "params"
+                        }
+                        for g in o.param_groups
+                    ]
+                    for o in opts
+                ]
             elif part == "optimizer":
                 snap[part] = {
                     n: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in st.items()}
@@ -290,6 +332,23 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         "loaded_at": at,
                         "verb": "sets the mode",
                     }
+            elif part == "groups":
+                opts = live_objects(torch.optim.Optimizer)
+                changed: list[str] = []
+                at = None
+                for k, (opt, groups) in enumerate(zip(opts, saved, strict=False)):
+                    for i, (group, was) in enumerate(zip(opt.param_groups, groups, strict=False)):
+                        for key, value in was.items():
+                            if _same(group.get(key), value):
+                                continue
+                            at = at or group_writes.get((id(opt), i, key)) or loaded.get(id(opt))
+                            dict.__setitem__(group, key, value)
+                            changed.append(f"optimizer {k} group {i} {key}")
+                said[part] = {
+                    "what": ", ".join(changed[:6]) or "nothing",
+                    "loaded_at": at,
+                    "verb": "sets it after the optimizer's load",
+                }
             elif part == "optimizer":
                 names = param_names(roots)
                 opts = live_objects(torch.optim.Optimizer)
@@ -364,12 +423,19 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             snap = torch.load(path, weights_only=False)
             out = str(log.file.parent / REPORT)
             handle: list[Any] = []
+            early: dict[str, Any] = {}
+            opts = live_objects(torch.optim.Optimizer)
+            if "groups" in snap and any(id(o) in loaded for o in opts):
+                # the job declares its resume after loading the optimizer: its restore is
+                # done, and the first step's own writes to the rate (a schedule set at the
+                # step's start) are still to come, so the groups go back now
+                early = put_back({"groups": snap.pop("groups")})
 
             def first_forward(module: Any, inputs: Any) -> None:
                 if not handle:  # a teacher's forward under no_grad counts: it reads the part
                     return
                 handle.pop().remove()
-                said = put_back(snap)
+                said = early | put_back(snap)
                 with open(out, "w") as fh:
                     json.dump(said, fh)
                 with open(report, "a") as fh:
@@ -405,3 +471,12 @@ def _owner(root: Any, name: str) -> tuple[int, str]:
     """(id of the module that holds parameter or buffer ``name``, its attribute name)."""
     owner, _, leaf = name.rpartition(".")
     return id(root.get_submodule(owner) if owner else root), leaf
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether a hyper-parameter holds the value saved (a tensor compared by its bytes)."""
+    import torch
+
+    if torch.is_tensor(a) or torch.is_tensor(b):
+        return torch.is_tensor(a) and torch.is_tensor(b) and torch.equal(a, b)
+    return type(a) is type(b) and a == b

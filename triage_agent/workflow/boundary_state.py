@@ -587,6 +587,7 @@ STRUCTURE_PARTS = {
     "modes": "the modules' training modes (and which parameters train)",
     "hooks": "the hooks the model's modules and parameters hold",
     "buffers": "the buffers the model's modules register outside their state_dict",
+    "groups": "the optimizer's param groups' hyper-parameters",
 }
 
 
@@ -641,6 +642,8 @@ def structure_arms(
             ),
             "hooks": "model_structure.hooks" in differ,
             "buffers": any(p.startswith("model_unsaved.") for p in differ),
+            # a hyper-parameter the checkpoint carried and the resumed process changed
+            "groups": any(re.match(r"optimizer\d*\.param_groups\[", p) for p in differ),
         }
         at = d.point.removeprefix("after-")
         for part in (p for p, hit in parts.items() if hit):
@@ -652,7 +655,7 @@ def structure_arms(
                     f"state:{part} (not restored on resume)",
                     f"run {run.upper()} resumed after step {at}, and {STRUCTURE_PARTS[part]} "
                     "differ between the process that saved and the one that resumed: the "
-                    "checkpoint does not carry them",
+                    "resume does not bring them back as they were saved",
                     f"resume-structure|{run}|{part}",
                 )
             )
