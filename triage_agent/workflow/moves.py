@@ -228,16 +228,11 @@ def moved_generator(sit: Situation) -> bool:
     return isinstance(states, dict) and states.get("a") != states.get("b")
 
 
-def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
-    """Who moved the generator: every op of the step before the draw and of the draw's own,
-    so a draw (or a seeding) only one run makes between the last equal boundary and the
-    origin is an event one run executes, with its call site."""
+def _trace_ops(sit: Situation, status: Status, steps: tuple[int, int], label: str):
+    """Every op of both runs over ``steps``, compared: (the pass's context, the comparison
+    or None when a traced launch failed, its evidence, not yet recorded)."""
     from .stage2 import new_context, trace_and_compare
 
-    assert sit.trace is not None and sit.trace.origin is not None
-    step = sit.trace.origin.step
-    first = sit.rep.diff.common_steps[0] if sit.rep.diff.common_steps else 0
-    lo = max(step - 1, first)
     ctx = new_context(
         sit.case,
         sit.ledger,
@@ -248,9 +243,21 @@ def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
         executor=sit.opts.executor,
     )
     cfg = CaptureConfig(
-        out_dir=Path(sit.ledger.workspace) / "unused", steps=(lo, step), level="op", digest="both"
+        out_dir=Path(sit.ledger.workspace) / "unused", steps=steps, level="op", digest="both"
     )
-    res, ev = trace_and_compare(ctx, cfg, "who moved the generator")
+    res, ev = trace_and_compare(ctx, cfg, label)
+    return ctx, res, ev
+
+
+def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
+    """Who moved the generator: every op of the step before the draw and of the draw's own,
+    so a draw (or a seeding) only one run makes between the last equal boundary and the
+    origin is an event one run executes, with its call site."""
+    assert sit.trace is not None and sit.trace.origin is not None
+    step = sit.trace.origin.step
+    first = sit.rep.diff.common_steps[0] if sit.rep.diff.common_steps else 0
+    lo = max(step - 1, first)
+    ctx, res, ev = _trace_ops(sit, status, (lo, step), "who moved the generator")
     if res is None:
         return
     ctx.saw(res)
@@ -285,23 +292,9 @@ def _trace_back(move: Move, sit: Situation, status: Status) -> None:
     earlier step to the receiver's, so the producer search reaches back across steps. A value
     one run wrote in place at an earlier step and reads again is tested by running that
     line's in-place calls out of place."""
-    from .stage2 import new_context, trace_and_compare
-
     assert sit.trace is not None
     lo, step = back_from(sit), sit.trace.window[1]
-    ctx = new_context(
-        sit.case,
-        sit.ledger,
-        sit.rep,
-        timeout_s=sit.opts.timeout_s,
-        deadline=sit.deadline,
-        on_status=lambda m: status("stage 2", m),
-        executor=sit.opts.executor,
-    )
-    cfg = CaptureConfig(
-        out_dir=Path(sit.ledger.workspace) / "unused", steps=(lo, step), level="op", digest="both"
-    )
-    res, ev = trace_and_compare(ctx, cfg, "producer search")
+    _, res, ev = _trace_ops(sit, status, (lo, step), "producer search")
     if res is None:
         return
     found, said = carried_write_arms(sit.case, first_receivers(res))
