@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import threading
@@ -186,6 +187,10 @@ class RayPool:
 
     def _connect(self, ray: Any) -> None:
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+        # Ray's C++ core logs apart from Python's logging, from the thread a connection that
+        # no cluster answers leaves hanging: under load its "failed to connect" warning came
+        # after this process's one-line error. Quiet like the rest, unless the user chose.
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
         if self.address == LOCAL:
             kwargs = {
                 "address": LOCAL,
