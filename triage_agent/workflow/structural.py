@@ -321,10 +321,7 @@ def _outplace_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
             continue
         run = "b" if c.kind == "extra" else "a"
         spec = case.run_b if run == "b" else case.run_a
-        file, _, line = c.call_site.rpartition(":")
-        root = str(Path(spec.cwd or ".").resolve()).rstrip("/") + "/"
-        rel = file[len(root) :] if file.startswith(root) else file
-        site = f"{rel}:{line}"
+        site, _ = _job_site(spec, c.call_site)
         if site in seen:
             continue
         seen.add(site)
@@ -381,11 +378,9 @@ def carried_write_arms(case: Case, receivers: list[Divergence]) -> tuple[list[Ar
             if ev.kind != "op" or not name.endswith("_") or name.endswith("__") or not ev.caller:
                 continue
             spec = case.run_b if p.run == "b" else case.run_a
-            file, _, line = ev.caller.rpartition(":")
-            root = str(Path(spec.cwd or ".").resolve()).rstrip("/") + "/"
-            if not file.startswith(root) or "site-packages" in file:
+            site, inside = _job_site(spec, ev.caller)
+            if not inside or "site-packages" in site:
                 continue  # a library's write: no line of the job to run out of place
-            site = f"{file[len(root) :]}:{line}"
             if site in seen:
                 continue
             seen.add(site)
@@ -404,6 +399,15 @@ def carried_write_arms(case: Case, receivers: list[Divergence]) -> tuple[list[Ar
                 )
             )
     return arms[:2], said[:4]
+
+
+def _job_site(spec: RunSpec, caller: str) -> tuple[str, bool]:
+    """``FILE:LINE`` of a call site, the file relative to the run's working directory where
+    it lies under it (what outplace takes), and whether it does."""
+    file, _, line = caller.rpartition(":")
+    root = str(Path(spec.cwd or ".").resolve()).rstrip("/") + "/"
+    inside = file.startswith(root)
+    return f"{file[len(root) :] if inside else file}:{line}", inside
 
 
 def _arm(
