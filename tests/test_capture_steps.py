@@ -99,6 +99,10 @@ def test_metric_log_steps_a_job_whose_optimizer_torch_does_not_know(tmp_path):
     fwd = [e.scope for e in evs if e.step == 5 and e.kind == "module" and e.phase == "forward"]
     assert fwd == ["0", "1", "2", ""]
     assert any(e.name == "aten::add_.Tensor" and e.phase == "other" for e in evs)  # the update
+    # the resumed process's first step begins at its MetricLog: the batch it draws before the
+    # first forward is the step's, as every later step's is (it begins at the last log)
+    draws = [sum(e.name.startswith("aten::randn") for e in evs if e.step == s) for s in (5, 6)]
+    assert draws == [1, 1]
     # metric logging reads the loss out (.item()): the job's report, not traced work
     assert not any(e.name == "aten::_local_scalar_dense" for e in evs)
 

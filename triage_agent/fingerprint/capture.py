@@ -497,6 +497,11 @@ class Tracer:
             resumed = sig.bind(log, *args, **kwargs).arguments.get("resumed_from")
             if resumed is not None and not tracer._started:
                 tracer._first_label = int(resumed) + 1
+                if tracer._source == "metrics" and not tracer._engine_init:
+                    # the process that resumes declares here where step K+1 begins (the
+                    # state capture reads the same line): its batch loading is the step's,
+                    # as it is in the run that went on after logging step K
+                    tracer._start_step(tracer._first_label)
 
         @functools.wraps(orig_log)
         def log(metric_log, step, *args, **kwargs):
