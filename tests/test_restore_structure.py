@@ -599,3 +599,55 @@ def test_a_resume_that_sets_a_group_rate_again_is_proven_and_named_at_that_write
     proof = _proof(st)
     assert proof.data.interventions == ["restore-state groups"]
     assert proof.result == EvidenceResult.supported
+
+
+WARMUP_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+torch.manual_seed(9)
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+net[0].weight.requires_grad = False  # the first layer's weight waits for the head
+opt = torch.optim.Adam(net.parameters(), lr=0.05)
+step, resumed = 0, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    resumed = ck["step"]
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    if step == 2:
+        net[0].weight.requires_grad = True
+    g = torch.Generator().manual_seed(step)
+    x, y = torch.randn(16, 4, generator=g), torch.randn(16, 1, generator=g)
+    loss = (net(x) - y).pow(2).mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if step == last and save != "-":
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step}, save)
+    step += 1
+log.close()
+"""
+
+
+def test_a_flag_set_once_before_the_save_is_named_where_the_saving_process_set_it(tmp_path):
+    # requires_grad is no state_dict's: the resumed process builds the layer frozen again and
+    # never reaches the step that thawed it; the place is the saving process's write
+    (tmp_path / "train.py").write_text(WARMUP_JOB)
+    case = resume_case(tmp_path, "thaw", steps=8, save_at=4, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    line = next(i for i, s in enumerate(WARMUP_JOB.splitlines(), 1) if "= True" in s)
+    assert f"train.py:{line} (sets it in the process that saved" in (v.location or ""), v.location
+    proof = _proof(st)
+    assert proof.data.interventions == ["restore-state modes"]
+    assert proof.result == EvidenceResult.supported

@@ -79,6 +79,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     loaded: dict[int, str] = {}  # id(object) -> the job's line that last loaded its state
     assigned: dict[tuple[int, str], str] = {}  # (id(module), name) -> the line that set it
     moded: dict[int, str] = {}  # id(module) -> the job's line that last set its mode
+    frozen_at: dict[int, str] = {}  # id(parameter) -> the job's line that last set requires_grad
     # id(hook table) -> the job's path to each registration into it, in order
     hooked: dict[int, list[list[str]]] = {}
     # (id(module), buffer name) -> the job's line that registered it outside the state_dict
@@ -136,6 +137,43 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             return train(self, mode)
 
         cls.register_parameter, cls.train = register_parameter, set_mode
+        if "modes" in parts:
+            watch_requires_grad(sys.modules["torch"].nn.Parameter)
+
+    def watch_requires_grad(cls: Any) -> None:
+        # a Parameter's flag is a C attribute: a property in front of it on the Python
+        # class sees `p.requires_grad = x`, and the method's wrapper sees requires_grad_()
+        base = sys.modules["torch"]._C.TensorBase.requires_grad
+        method = cls.requires_grad_
+
+        def mark(p: Any) -> None:
+            where = job_line(_SKIP)
+            if where is not None:
+                frozen_at[id(p)] = f"{where[0]}:{where[1]}"
+
+        def set_flag(self: Any, value: bool) -> None:
+            base.__set__(self, value)
+            mark(self)
+
+        def requires_grad_(self: Any, requires_grad: bool = True) -> Any:
+            out = method(self, requires_grad)
+            mark(self)
+            return out
+
+        cls.requires_grad = property(base.__get__, set_flag)
+        cls.requires_grad_ = requires_grad_
+
+    def mode_sites(root: Any) -> dict[str, str]:
+        """Module and parameter name -> the job's line that last set its mode or flag."""
+        sites = {n or "<root>": moded[id(m)] for n, m in root.named_modules() if id(m) in moded}
+        sites.update(
+            {
+                f"param:{n}": frozen_at[id(p)]
+                for n, p in root.named_parameters()
+                if id(p) in frozen_at
+            }
+        )
+        return sites
 
     def watch_groups(cls: Any) -> None:
         orig = cls.load_state_dict
@@ -214,6 +252,40 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     return turn
         return None
 
+    def modes_back(root: Any, saved: dict[str, Any]) -> dict[str, Any]:
+        """Put the saved modes and flags back. The place is the line that set what differs
+        in the process that saved (a write the resumed process never makes again: an event
+        that fired once before the save), else the resumed process's own line that set it
+        otherwise."""
+        off = set(saved["eval_modules"].split(",")) - {""}
+        fixed = set((saved.get("frozen") or "").split(",")) - {""}
+        differ = [
+            name or "<root>"
+            for name, m in root.named_modules()
+            if ((name or "<root>") in off) != (not m.training)
+        ]
+        differ += [
+            f"param:{n}"
+            for n, p in root.named_parameters()
+            if saved.get("frozen") is not None and (n in fixed) == p.requires_grad
+        ]
+        mine = mode_sites(root)
+        theirs = saved.get("set_at") or {}
+        at = next((theirs[n] for n in differ if n in theirs), None)
+        verb = "sets it in the process that saved, and the resumed process does not"
+        if at is None:
+            at = next((mine[n] for n in differ if n in mine), None)
+            verb = "sets it otherwise in the resumed process"
+        elif last := next((mine[n] for n in differ if n in mine), None):
+            verb += f" (it last sets it at {_here(last)})"
+        n = put_back_modes(root, saved["eval_modules"], saved.get("frozen"))
+        flags = sum(d.startswith("param:") for d in differ)
+        what = f"{n - flags} modules' training mode" if n > flags else ""
+        if flags:
+            named = ", ".join(d.removeprefix("param:") for d in differ if d.startswith("param:"))
+            what = ", ".join(filter(None, [what, f"requires_grad of {_few(named)}"]))
+        return {"what": what or "nothing", "loaded_at": at, "verb": verb}
+
     def ordered_roots() -> list[Any]:
         return sorted(root_modules(), key=lambda m: -sum(p.numel() for p in m.parameters()))
 
@@ -240,6 +312,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 else:
                     now = structure(roots[0], opts)
                     snap[part] = {k: now[k] for k in ("eval_modules", "frozen")}
+                    snap[part]["set_at"] = mode_sites(roots[0])
             elif part == "groups":
                 snap[part] = [
                     [
@@ -317,21 +390,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         "verb": "gives each a Parameter of its own",
                     }
                 else:
-                    off = set(saved["eval_modules"].split(",")) - {""}
-                    at = next(
-                        (
-                            moded[id(m)]
-                            for name, m in root.named_modules()
-                            if id(m) in moded and ((name or "<root>") in off) != (not m.training)
-                        ),
-                        None,
-                    )
-                    n = put_back_modes(root, saved["eval_modules"], saved["frozen"])
-                    said[part] = {
-                        "what": f"{n} modules' training mode",
-                        "loaded_at": at,
-                        "verb": "sets the mode",
-                    }
+                    said[part] = modes_back(root, saved)
             elif part == "groups":
                 opts = live_objects(torch.optim.Optimizer)
                 changed: list[str] = []
@@ -480,3 +539,17 @@ def _same(a: Any, b: Any) -> bool:
     if torch.is_tensor(a) or torch.is_tensor(b):
         return torch.is_tensor(a) and torch.is_tensor(b) and torch.equal(a, b)
     return type(a) is type(b) and a == b
+
+
+def _few(names: str, k: int = 4) -> str:
+    """The first ``k`` of a comma-separated list, and how many more."""
+    items = names.split(", ")
+    more = len(items) - k
+    return ", ".join(items[:k]) + (f" and {more} more" if more > 0 else "")
+
+
+def _here(where: str) -> str:
+    """A job's file:line relative to the working directory when it lies below it."""
+    file, _, line = where.rpartition(":")
+    root = os.getcwd().rstrip("/") + "/"
+    return (file[len(root) :] if file.startswith(root) else file) + ":" + line

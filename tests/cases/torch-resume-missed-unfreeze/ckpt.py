@@ -1,0 +1,17 @@
+"""The job's checkpoints: one file holding the model, the optimizer and the step the
+checkpoint was taken after."""
+
+import torch
+import torch.nn as nn
+
+
+def save(path: str, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}, path)
+
+
+def restore(path: str, model: nn.Module, opt: torch.optim.Optimizer) -> int:
+    """Bring the model and the optimizer back; the step the checkpoint was taken after."""
+    state = torch.load(path)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    return int(state["step"])
