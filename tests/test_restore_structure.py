@@ -651,3 +651,55 @@ def test_a_flag_set_once_before_the_save_is_named_where_the_saving_process_set_i
     proof = _proof(st)
     assert proof.data.interventions == ["restore-state modes"]
     assert proof.result == EvidenceResult.supported
+
+
+LATE_SAVE_JOB = """import sys
+
+import torch
+
+from triage_agent.metrics import MetricLog
+
+out, last, save, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+torch.manual_seed(4)
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.Adam(net.parameters(), lr=0.05)
+step, resumed, keep = 0, None, None
+if resume != "-":
+    ck = torch.load(resume)
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    resumed = ck["step"]
+    step = resumed + 1
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    g = torch.Generator().manual_seed(step)
+    x, y = torch.randn(16, 4, generator=g), torch.randn(16, 1, generator=g)
+    loss = (net(x) - y).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if save != "-" and step == last - 1:  # keep the state of the step before the last
+        keep = {"net": net.state_dict(), "opt": opt.state_dict(), "step": step}
+    step += 1
+log.close()
+if keep is not None:
+    torch.save(keep, save)
+"""
+
+
+def test_a_checkpoint_that_holds_a_later_steps_state_is_named_where_it_took_it(tmp_path):
+    # the kept state_dicts hold the live tensors: the last step's update writes them before
+    # the file is written, so the resumed process starts step K+1 from its own result
+    (tmp_path / "train.py").write_text(LATE_SAVE_JOB)
+    case = resume_case(tmp_path, "late", steps=8, save_at=5, source_roots=[str(tmp_path)])
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    line = next(i for i, s in enumerate(LATE_SAVE_JOB.splitlines(), 1) if "keep = {" in s)
+    assert (v.location or "").split(" ")[0].endswith(f"train.py:{line}"), v.location
+    assert "without a copy" in (v.location or "")
+    proof = _proof(st)
+    assert proof.data.interventions == ["restore-state model,optimizer"]
+    assert proof.result == EvidenceResult.supported

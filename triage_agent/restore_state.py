@@ -67,6 +67,8 @@ from .module_structure import (
 PART_RE = r"^(model[1-9]?|optimizer|groups|grads|ties|modes|hooks|buffers)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 END_FILE = ".triage-state-end{step}-rank{rank}.pt"
+# a checkpoint written with state_dicts taken after step K whose tensors an update wrote since
+STALE_FILE = ".triage-state-stale{step}-rank{rank}.json"
 REPORT = ".triage-state-restored.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
 # parts of the largest module that no state_dict of it holds
@@ -86,6 +88,12 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     unsaved_at: dict[tuple[int, str], str] = {}
     # (id(optimizer), group index, key) -> the job's line that wrote it after a load
     group_writes: dict[tuple[int, int, str], str] = {}
+    updates = [0, 0]  # optimizer steps taken in this process, and the count at the last log
+    # id(state_dict result) -> (the job's line that asked for it, updates then, the dict,
+    # "model" or "optimizer", the last step logged then)
+    built: dict[int, tuple[str, int, Any, str, int | None]] = {}
+    last_logged: list[int] = []
+    quiet = [0]  # inside this module's own snapshot: its state_dict calls are not the job's
     with open(report, "a") as fh:
         for part in parts:
             line = {"pid": os.getpid(), "target": f"restore-state {part}", "event": "patched"}
@@ -103,6 +111,12 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             watch_hooks(torch)
         if "buffers" in parts:
             watch_buffers(torch.nn.Module)
+        if any(p.startswith("model") or p == "optimizer" for p in parts):
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            register_optimizer_step_post_hook(lambda *_: updates.__setitem__(0, updates[0] + 1))
+            for cls in (torch.nn.Module, torch.optim.Optimizer):
+                watch_state_dicts(cls)
         name = "triage_agent.metrics"
         if name in sys.modules:
             on_metrics(sys.modules[name])
@@ -119,6 +133,59 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             return orig(self, *args, **kwargs)
 
         cls.load_state_dict = load_state_dict
+
+    def watch_state_dicts(cls: Any) -> None:
+        orig = cls.state_dict
+        kind = "model" if cls.__name__ == "Module" else "optimizer"
+
+        def state_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig(self, *args, **kwargs)
+            if not quiet[0] and isinstance(out, dict):
+                where = job_line(_SKIP)
+                if where is not None:
+                    step = last_logged[-1] if last_logged else None
+                    built[id(out)] = (f"{where[0]}:{where[1]}", updates[0], out, kind, step)
+                    for old in list(built)[:-16]:  # the latest few are all a save can hold
+                        del built[old]
+            return out
+
+        cls.state_dict = state_dict
+
+    def built_before_update(
+        obj: Any, found: dict[str, tuple[str, int | None]], depth: int = 0
+    ) -> dict[str, tuple[str, int | None]]:
+        """By kind (model, optimizer), the job's line that took a state_dict the object being
+        saved holds, when an optimizer step has run since it was taken and its tensors are
+        the live ones (no copy): the checkpoint then holds values written after the
+        state_dict was asked for."""
+        import torch
+
+        if depth > 3 or not isinstance(obj, dict | list | tuple):
+            return found
+        if isinstance(obj, dict) and id(obj) in built:
+            line, then, held, kind, step = built[id(obj)]
+            if held is obj and then < updates[0]:
+                live = {
+                    t.untyped_storage().data_ptr()
+                    for t in _tensors(obj)
+                    if torch.is_tensor(t) and t.numel()
+                }
+                owned = {
+                    p.untyped_storage().data_ptr() for r in root_modules() for p in r.parameters()
+                }
+                for o in live_objects(torch.optim.Optimizer):
+                    owned |= {
+                        v.untyped_storage().data_ptr()
+                        for st in o.state.values()
+                        for v in st.values()
+                        if torch.is_tensor(v) and v.numel()
+                    }
+                if live & owned:
+                    found.setdefault(kind, (line, step))
+                    return found
+        for v in obj.values() if isinstance(obj, dict) else obj:
+            built_before_update(v, found, depth + 1)
+        return found
 
     def watch_structure(cls: Any) -> None:
         register, train = cls.register_parameter, cls.train
@@ -286,10 +353,29 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             what = ", ".join(filter(None, [what, f"requires_grad of {_few(named)}"]))
         return {"what": what or "nothing", "loaded_at": at, "verb": verb}
 
+    def later(snap: dict[str, Any], kind: str) -> dict[str, Any]:
+        """Where the checkpoint took the state it holds, when that is a later step's."""
+        if not snap.get("_later"):
+            return {}
+        if line := (snap.get("_built_at") or {}).get(kind):
+            return {
+                "built_at": line,
+                "verb": "takes the state_dict without a copy, and an update writes its "
+                f"tensors before the checkpoint is written at {_here(snap['_written_at'] or '?')}",
+            }
+        return {"verb": "writes the checkpoint after an update that followed the step's log"}
+
     def ordered_roots() -> list[Any]:
         return sorted(root_modules(), key=lambda m: -sum(p.numel() for p in m.parameters()))
 
     def snapshot() -> dict[str, Any]:
+        quiet[0] += 1
+        try:
+            return take_snapshot()
+        finally:
+            quiet[0] -= 1
+
+    def take_snapshot() -> dict[str, Any]:
         import torch
 
         roots = ordered_roots()
@@ -420,6 +506,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                                 n += 1
                 at = next((loaded[id(o)] for o in opts if id(o) in loaded), None)
                 said[part] = {"what": f"{n} parameters' optimizer state, by name", "loaded_at": at}
+                said[part] |= later(snap, "optimizer")
             else:
                 k = int(part[5:] or 0)
                 if k < len(roots):
@@ -430,7 +517,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         "loaded_at": at,
                         # the main model: what was saved may be where it went wrong
                         "written_at": snap.get("_written_at") if k == 0 else None,
-                    }
+                    } | later(snap, "model")
         return said
 
     def on_metrics(metrics: Any) -> None:
@@ -459,7 +546,16 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         saved.append(True)
                         snap = snapshot()
                         where = job_line(_SKIP)
-                        snap["_written_at"] = f"{where[0]}:{where[1]}" if where else None
+                        snap["_written_at"] = where_s(where)
+                        # an update since step K's log: the file holds a later step's state
+                        snap["_updated_since_log"] = updates[0] - updates[1]
+                        stale = built_before_update(args[0], {}) if args else {}
+                        for k in {step for _, step in stale.values() if step is not None}:
+                            # state_dicts taken after step k, written after an update: what
+                            # a resume from step k finds is not step k's state
+                            with open(stale_at(log, k), "w") as fh:
+                                lines = {kind: v[0] for kind, v in stale.items() if v[1] == k}
+                                json.dump({"built_at": lines, "written_at": where_s(where)}, fh)
                         save(snap, end_at(log, ended[-1]))
                     return result
 
@@ -480,6 +576,21 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             if not os.path.exists(path):
                 return
             snap = torch.load(path, weights_only=False)
+            logged = at(log, resumed)
+            stale: dict[str, Any] = {}
+            if os.path.exists(stale_at(log, resumed)):
+                with open(stale_at(log, resumed)) as fh:
+                    stale = json.load(fh)
+            if (snap.get("_updated_since_log") or stale) and os.path.exists(logged):
+                # the saving process updated the model after logging step K and before its
+                # save: the state step K ended with is the one it logged
+                then = torch.load(logged, weights_only=False)
+                for part in parts:
+                    if (part.startswith("model") or part == "optimizer") and part in then:
+                        snap[part] = then[part]
+                snap["_later"] = True
+                snap["_built_at"] = stale.get("built_at") or {}
+                snap["_written_at"] = stale.get("written_at") or snap.get("_written_at")
             out = str(log.file.parent / REPORT)
             handle: list[Any] = []
             early: dict[str, Any] = {}
@@ -508,11 +619,16 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
             handle.append(torch.nn.modules.module.register_module_forward_pre_hook(first_forward))
 
+        def stale_at(log: Any, step: int) -> str:
+            return str(log.file.parent / STALE_FILE.format(step=step, rank=log.rank))
+
         def end_at(log: Any, step: int) -> str:
             return str(log.file.parent / END_FILE.format(step=step, rank=log.rank))
 
         def log_step(log: Any, step: int, *args: Any, **kwargs: Any) -> Any:
             result = orig_log(log, step, *args, **kwargs)
+            updates[1] = updates[0]
+            last_logged.append(step)
             save(snapshot(), at(log, step))
             steps.get(id(log), []).append(step)
             return result
@@ -553,3 +669,18 @@ def _here(where: str) -> str:
     file, _, line = where.rpartition(":")
     root = os.getcwd().rstrip("/") + "/"
     return (file[len(root) :] if file.startswith(root) else file) + ":" + line
+
+
+def _tensors(obj: Any, depth: int = 0) -> list[Any]:
+    """The tensors a state_dict holds, nested dicts and lists included."""
+    if depth > 4:
+        return []
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v, depth + 1)]
+    if isinstance(obj, list | tuple):
+        return [t for v in obj for t in _tensors(v, depth + 1)]
+    return [obj]
+
+
+def where_s(where: tuple[str, int] | None) -> str | None:
+    return f"{where[0]}:{where[1]}" if where else None

@@ -145,7 +145,10 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
     for name, v in sorted(said.items()):
         if not isinstance(v, dict):
             continue
-        if v.get("loaded_at") and v.get("written_at"):
+        if v.get("built_at"):
+            # the checkpoint holds a later step's state: the place is where it took it
+            parts.append(f"{_short(v['built_at'])} ({v.get('verb')}: {v.get('what', '')})")
+        elif v.get("loaded_at") and v.get("written_at"):
             # a round trip that changes it: the write and the load are both its place
             parts.append(
                 f"{_short(v['written_at'])} (writes the checkpoint) and "

@@ -311,6 +311,22 @@ def _round_trip(recs: list[BoundaryRecord], k: int, rank: int):
     return (end or saved)[-1], _pick(both, f"after-{k}", rank, resumed.pid)
 
 
+def _moved_before_save(recs: list[BoundaryRecord], k: int, rank: int):
+    """(logged, resumed) when the saving process's model moved between logging step K and
+    writing its checkpoint (an update ran in between: the file holds a later step's state
+    under step K's name), else None."""
+    trip = _round_trip(recs, k, rank)
+    if trip is None or trip[0].point != f"end-{k}":
+        return None
+    logged = _pick(recs, f"after-{k}", rank, trip[0].pid)
+    if logged is None:
+        return None
+    moved = diff_manifests(logged.manifest, trip[0].manifest).differences
+    if not any(e.section == "tensor" and e.path.startswith("model.") for e in moved):
+        return None
+    return logged, trip[1]
+
+
 def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[PointDiff]:
     """Every pair of records the module docstring lists, diffed."""
     diffs: list[PointDiff] = []
@@ -355,6 +371,16 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
                         rank=rank,
                         between=f"{who} saved vs {who} resumed",
                         diff=d,
+                    )
+                )
+            moved = _moved_before_save(recs[run], k, rank)
+            if moved is not None:
+                diffs.append(
+                    PointDiff(
+                        point=f"after-{k}",
+                        rank=rank,
+                        between=f"{who} logged vs {who} resumed",
+                        diff=diff_manifests(moved[0].manifest, moved[1].manifest),
                     )
                 )
     return diffs
@@ -647,10 +673,17 @@ def structure_arms(
         }
         at = d.point.removeprefix("after-")
         for part in (p for p, hit in parts.items() if hit):
+            what = part
+            if part == "model" and any(
+                p.startswith(("optimizer.", "optimizer_by_param.")) for p in d.differs("tensor")
+            ):
+                # the optimizer's state went through the same round trip: a model put back
+                # alone would meet moments of another step
+                what = "model,optimizer"
             out.append(
                 _state_arm(
                     run,
-                    f"restore-state {part}",
+                    f"restore-state {what}",
                     "resume-state",
                     f"state:{part} (not restored on resume)",
                     f"run {run.upper()} resumed after step {at}, and {STRUCTURE_PARTS[part]} "
@@ -660,6 +693,40 @@ def structure_arms(
                 )
             )
     return out[:4]
+
+
+def later_state_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """The saving process's model moved between logging step K and writing the checkpoint
+    the other process resumed from, and what that process starts from differs from the
+    state step K ended with: the checkpoint holds a later step's state under step K's name.
+    The state as step K left it is put back (restore-state, which takes it from the logged
+    step when an update ran before the save)."""
+    out: list[Arm] = []
+    for d in diffs:
+        if " logged vs " not in d.between:
+            continue
+        differ = d.differs("tensor")
+        parts = [p for p in ("model", "optimizer") if any(x.startswith(f"{p}.") for x in differ)]
+        if any(x.startswith("optimizer_by_param.") for x in differ) and "optimizer" not in parts:
+            parts.append("optimizer")
+        if "model" not in parts:
+            continue
+        run = d.between[0].lower()
+        k = d.point.removeprefix("after-")
+        out.append(
+            _state_arm(
+                run,
+                "restore-state " + ",".join(parts),
+                "resume-state",
+                f"state:{','.join(parts)} (the checkpoint of step {k} holds a later state)",
+                f"run {run.upper()}'s saving process updated the model after logging step {k} "
+                f"and before writing the checkpoint it resumed from, and the resumed process "
+                f"starts from another state than step {k} ended with: the checkpoint holds a "
+                f"later step's state under step {k}'s name",
+                f"resume-later|{run}|{','.join(parts)}",
+            )
+        )
+    return out[:1]
 
 
 def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
@@ -991,6 +1058,7 @@ def boundary_arms(
     result.arms += cursor_arms(recs, k)
     result.arms += part_arms(case, result.diffs)
     result.arms += structure_arms(result.diffs, recs, k)
+    result.arms += later_state_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)
     result.arms += seed_arms(case, recs)
