@@ -94,6 +94,7 @@ def test_metric_log_steps_a_job_whose_optimizer_torch_does_not_know(tmp_path):
         log.close()
     st = _status(tmp_path / "t")
     assert st["steps_seen"] == [5, 6, 7, 8] and st["steps_traced"] == [5, 6]
+    assert st["resumed_from"] == 4  # its steps are global ones: a replay is no restart
     evs = _events(tmp_path / "t")
     assert {e.step for e in evs} == {5, 6}
     fwd = [e.scope for e in evs if e.step == 5 and e.kind == "module" and e.phase == "forward"]

@@ -283,6 +283,37 @@ def test_step_restart_across_commands_is_detected(tmp_path):
     restarted = [seg(2, [0, 1, 2]), seg(3, [0, 1])]
     msg = step_restart(restarted)
     assert msg and "STEP NUMBERS RESTART" in msg and "command 2 begins at step 0" in msg
+    # a preempted job: stopped after step 6, resumed from its checkpoint of step 4, declared
+    replayed = [seg(6, list(range(7))), seg(7, [5, 6, 7, 8])]
+    (replayed[1] / "capture_rank0.json").write_text(
+        json.dumps({"steps_seen": [5, 6, 7, 8], "resumed_from": 4})
+    )
+    assert step_restart(replayed) is None
+    # the same steps without the declaration stay a restart
+    assert "STEP NUMBERS RESTART" in (step_restart([seg(8, [0, 1, 2]), seg(9, [1, 2])]) or "")
+
+
+def test_joined_trace_keeps_the_later_commands_run_of_a_replayed_step(tmp_path):
+    import json as _json
+
+    from triage_agent.runs import join_trace_segments
+
+    for k, steps in enumerate(([0, 1, 2], [2, 3])):  # the resumed command runs step 2 again
+        seg = tmp_path / f"seg{k}"
+        seg.mkdir()
+        lines = [{"type": "header", "schema_version": 1, "run_id": "r", "rank": 0, "created": "t"}]
+        for st in steps:
+            lines.append(
+                {"type": "event", "seq": 0, "step": st, "kind": "op", "name": f"aten::add{k}"}
+            )
+            lines.append({"type": "step_end", "step": st, "events": 1})
+        lines.append({"type": "end", "status": "ok", "steps": steps})
+        (seg / "trace_rank00000.jsonl").write_text("\n".join(_json.dumps(x) for x in lines) + "\n")
+    (out,) = join_trace_segments([tmp_path / "seg0", tmp_path / "seg1"], tmp_path)
+    recs = [_json.loads(x) for x in out.read_text().splitlines()]
+    events = [(r["step"], r["name"]) for r in recs if r["type"] == "event"]
+    assert events == [(0, "aten::add0"), (1, "aten::add0"), (2, "aten::add1"), (3, "aten::add1")]
+    assert [r["step"] for r in recs if r["type"] == "step_end"] == [0, 1, 2, 3]
 
 
 def test_materialize_returns_only_after_a_stray_rank_stopped_writing_under_out(tmp_path):

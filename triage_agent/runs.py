@@ -515,12 +515,21 @@ def step_restart(segments: list[Path]) -> str | None:
     last: int | None = None
     for k, seg in enumerate(segments):
         seen: set[int] = set()
+        resumed: set[int | None] = set()
         for st in seg.glob("capture_rank*.json"):
             try:
-                seen.update(json.loads(st.read_text()).get("steps_seen", []))
+                status = json.loads(st.read_text())
             except (OSError, ValueError):
                 continue
+            seen.update(status.get("steps_seen", []))
+            resumed.add(status.get("resumed_from"))
         if not seen:
+            continue
+        if len(resumed) == 1 and (r := resumed.pop()) is not None and min(seen) == r + 1:
+            # a process that declared its resume from step R (a preempted job resuming from
+            # its last checkpoint, behind where it stopped): its steps are global steps, and
+            # those it runs again replace the earlier process's (join_trace_segments)
+            last = max(seen)
             continue
         # One early step before a jump is a step begun before the checkpoint was loaded
         # (DeepSpeed's engine counts from 0 until load_checkpoint restores its counter);
@@ -537,6 +546,18 @@ def step_restart(segments: list[Path]) -> str | None:
     return None
 
 
+def _steps_in(trace: Path) -> set[int]:
+    """The steps a trace file holds events of."""
+    steps: set[int] = set()
+    for line in trace.read_text().splitlines():
+        if '"type":"event"' in line.replace(" ", ""):
+            try:
+                steps.add(int(json.loads(line).get("step", -1)))
+            except (ValueError, TypeError):
+                continue
+    return steps
+
+
 def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
     """Join per-command trace files into one stream per rank (header of the first segment)."""
     by_rank: dict[str, list[Path]] = {}
@@ -545,6 +566,11 @@ def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
             by_rank.setdefault(f.name, []).append(f)
     written: list[Path] = []
     for name, files in sorted(by_rank.items()):
+        # a step a later command runs again (a resume from a checkpoint behind where the
+        # earlier one stopped) is the later command's: the run's metrics are its too
+        later: list[set[int]] = [set() for _ in files]
+        for i in range(len(files) - 2, -1, -1):
+            later[i] = later[i + 1] | _steps_in(files[i + 1])
         seq = 0
         steps: list[int] = []
         status = "ok"
@@ -567,6 +593,9 @@ def join_trace_segments(segments: list[Path], out: Path) -> list[Path]:
                     if kind == "end":
                         steps += rec.get("steps", [])
                         status = status if rec.get("status") == "ok" else "error"
+                        continue
+                    replayed = rec.get("step", -1) in later[i] and rec["step"] >= 0
+                    if kind in ("event", "step_end") and replayed:
                         continue
                     if kind == "event":
                         rec["seq"] = seq

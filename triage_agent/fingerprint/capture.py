@@ -252,6 +252,7 @@ class Tracer:
         self._source = "function" if config.step_function else "optimizer"
         self._started = False  # a step has begun: the init phase is over
         self._first_label = 0  # the label of the first step when nothing better is known
+        self.resumed_from: int | None = None  # the step the job declared it resumed from
         self._last_closed: int | None = None
         self._fn_depth = 0
         self._fn_calls = 0
@@ -365,7 +366,7 @@ class Tracer:
             self._notes.append(f"the step function {self.config.step_function} was never called")
         if self.enabled and self._real:
             note = "; ".join([*self._notes, note] if note else self._notes)
-            self.sink.close(status, self.steps_seen, note)
+            self.sink.close(status, self.steps_seen, note, resumed_from=self.resumed_from)
 
     def __enter__(self) -> Tracer:
         return self.install()
@@ -496,6 +497,7 @@ class Tracer:
                 tracer._source = "metrics"
             resumed = sig.bind(log, *args, **kwargs).arguments.get("resumed_from")
             if resumed is not None and not tracer._started:
+                tracer.resumed_from = int(resumed)
                 tracer._first_label = int(resumed) + 1
                 if tracer._source == "metrics" and not tracer._engine_init:
                     # the process that resumes declares here where step K+1 begins (the

@@ -158,7 +158,9 @@ class RingSink:
             self.deleted.append(p.name)
             total -= size
 
-    def close(self, status: str, steps_seen: list[int], note: str = "") -> None:
+    def close(
+        self, status: str, steps_seen: list[int], note: str = "", resumed_from: int | None = None
+    ) -> None:
         self._close_segment(status, note)
 
 

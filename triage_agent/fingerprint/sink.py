@@ -41,6 +41,12 @@ class CaptureStatus(BaseModel):
     events: int = 0
     status: str = "ok"
     note: str = ""
+    resumed_from: int | None = Field(
+        default=None,
+        description="the step the process declared it resumed from (MetricLog's resumed_from): "
+        "its first step is that one's successor, a global step, even when an earlier process "
+        "of the run went further",
+    )
 
 
 # The trace line of an event as ``TraceEvent.model_dump_json(exclude_none=True)`` writes it:
@@ -168,7 +174,9 @@ class TraceSink:
         self.events_written += len(events)
         self.steps_written.append(step)
 
-    def close(self, status: str, steps_seen: list[int], note: str = "") -> None:
+    def close(
+        self, status: str, steps_seen: list[int], note: str = "", resumed_from: int | None = None
+    ) -> None:
         if self._fh is not None:
             ok = "ok" if status == "ok" else "error"
             self._line(TraceEnd(status=ok, steps=self.steps_written, note=note))
@@ -183,6 +191,7 @@ class TraceSink:
             events=self.events_written,
             status=status,
             note=note,
+            resumed_from=resumed_from,
         )
         target = self.out_dir / status_filename(self.rank)
         if self.path is not None and self.path.parent != self.out_dir:
