@@ -18,6 +18,8 @@ Policies:
   job's data cursors leaves out (:func:`triage_agent.job_objects.unsaved_attrs`).
 - ``deterministic``: ``torch.use_deterministic_algorithms(True)``, cuDNN deterministic and
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
+- ``recompute-state``: activation checkpointing's recomputation runs under the state its
+  forward ran under (:mod:`triage_agent.recompute_state`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -291,11 +293,18 @@ def _deterministic() -> None:
     torch.backends.cudnn.benchmark = False
 
 
+def _recompute_state() -> None:
+    from .recompute_state import install
+
+    install()
+
+
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
     "restore-cursors": _restore_cursors,
     "deterministic": _deterministic,
+    "recompute-state": _recompute_state,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -310,6 +319,9 @@ POLICY_HELP: dict[str, str] = {
     "process's objects after their load_state_dict; the evidence names the objects and "
     "attributes put back",
     "deterministic": "torch.use_deterministic_algorithms(True), cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG",
+    "recompute-state": "activation checkpointing recomputes each block under the state its "
+    "forward ran under (the block's buffers and plain attributes, every generator), and the "
+    "current values are put back after it",
 }
 
 

@@ -82,6 +82,7 @@ def try_arm(
         arm.location = _placed(arm, res.outcome.patches)
         arm.location = (
             _restored(arm, res.outcome.out_dir)
+            or _recomputed(arm, res.outcome.out_dir)
             or (
                 _parts_restored(arm, res.outcome.out_dir)
                 if arm.intervention.startswith("restore-state ")
@@ -170,6 +171,27 @@ def _short(where: str) -> str:
     file, _, line = where.rpartition(":")
     root = str(Path.cwd()).rstrip("/") + "/"
     return (file[len(root) :] if file.startswith(root) else file) + ":" + line
+
+
+def _recomputed(arm: Arm, out_dir: str) -> str | None:
+    """What recompute-state found differing between a checkpointed block's forward and its
+    recomputation, at the job's line that made it differ. None for another arm."""
+    from ..recompute_state import REPORT as RECOMPUTED
+
+    if arm.intervention != "recompute-state":
+        return None
+    said: dict[str, dict] = {}
+    for f in sorted(Path(out_dir).glob(f"**/{RECOMPUTED}")):
+        try:
+            said.update(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    parts = [
+        f"{_short(v['at'])} ({v.get('verb', name)})"
+        for name, v in sorted(said.items())
+        if isinstance(v, dict) and v.get("at")
+    ]
+    return "; ".join(dict.fromkeys(parts[:2])) or None
 
 
 def _restored(arm: Arm, out_dir: str) -> str | None:

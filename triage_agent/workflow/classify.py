@@ -54,6 +54,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "collectives": Classification.bug,
     "nondeterminism": Classification.bug,
     "extra-call": Classification.bug,
+    "recompute": Classification.bug,
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
     "resume-state": Classification.bug,
@@ -98,6 +99,9 @@ FIX_TEXT: dict[str, str] = {
     "precision": "the runs were asked to compute in different precisions: declare one the numerical "
     "policy and give both runs that value",
     "extra-call": "remove the extra call from the run that makes it, or make it side-effect free",
+    "recompute": "make the checkpointed block compute the same thing when it is recomputed: no "
+    "state its forward writes may be read again by the recomputation (compute it once, outside "
+    "the block, or skip the write while recomputing), and preserve the generators it draws from",
     "resume-state": "save that part with the checkpoint and load it into the same object on "
     "resume (by the parameter's name for optimizer state), after everything that rebuilds it",
     "inplace-write": "compute that line out of place (or copy the tensor the in-place write "

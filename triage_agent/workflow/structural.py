@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 import sys
 from functools import cache
 from pathlib import Path
@@ -187,6 +188,7 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
         for k in ("extra", "missing")
     }
     shared = sites["extra"] & sites["missing"]
+    arms += _recompute_arms(case, ordered)
     arms += _outplace_arms(case, ordered)
     for c in ordered:
         if c.kind not in ("extra", "missing"):
@@ -291,6 +293,61 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
             f"function to suppress: {names[:300]}"
         )
     return arms, said
+
+
+# activation checkpointing in a job's own code: torch's, DeepSpeed's, Megatron's
+RECOMPUTES = re.compile(
+    r"torch\.utils\.checkpoint|checkpoint_sequential|deepspeed\.checkpointing"
+    r"|activation_checkpoint|tensor_parallel\.checkpoint"
+)
+
+
+@cache
+def _recomputes(cwd: str) -> str | None:
+    """The first of the job's files (below its working directory) that uses activation
+    checkpointing, else None."""
+    root = Path(cwd)
+    for k, f in enumerate(sorted(root.rglob("*.py"))):
+        if k > 400:
+            break
+        rel = f.relative_to(root).parts
+        if any(p.startswith(".") or p in ("site-packages", "answer") for p in rel):
+            continue
+        try:
+            if RECOMPUTES.search(f.read_text(errors="replace")[:500_000]):
+                return str(f.relative_to(root))
+        except OSError:
+            continue
+    return None
+
+
+def _recompute_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
+    """A run that executes events the other does not, whose job checkpoints activations:
+    the extra events may be recomputations, which see another state than their forward (a
+    buffer or attribute the forward wrote, the generators when they are not preserved).
+    The recomputation run under the forward's state tests it (recompute-state)."""
+    out: list[Arm] = []
+    for kind, run in (("extra", "b"), ("missing", "a")):
+        if not any(c.kind == kind for c in ordered):
+            continue
+        spec = case.run_b if run == "b" else case.run_a
+        used = _recomputes(str(Path(spec.cwd or ".").resolve()))
+        if used is None:
+            continue
+        out.append(
+            _arm(
+                run,
+                "recompute-state",
+                f"state:recompute (activation checkpointing, {used})",
+                f"run {run.upper()} executes events the other does not, and its job "
+                f"checkpoints activations ({used}): a recomputation in backward sees another "
+                "state than the forward it rebuilds",
+                "recomputing each checkpointed block under the state its forward ran under "
+                f"in run {run.upper()} alone tests it",
+                category="recompute",
+            )
+        )
+    return out
 
 
 def _plain(event: str) -> tuple[str, str]:
