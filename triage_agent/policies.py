@@ -612,6 +612,14 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
                 _report(
                     report, patch, f"{CALLED_FROM}{caller.f_code.co_filename}:{caller.f_lineno}"
                 )
+            elif patch.target.endswith(".__init__"):
+                # a constructor does what every one does (a module draws its initial
+                # weights): the place is the job's line that constructs the object
+                from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+
+                where = job_line((TORCH, PROJECT, DEEPSPEED), depth=2)
+                if where is not None:
+                    _report(report, patch, f"{CALLED_FROM}{where[0]}:{where[1]}")
         return impl[0](*args, **kwargs)
 
     patched.__name__ = getattr(original, "__name__", attr)

@@ -18,7 +18,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..errors import InputError
-from ..interventions import SuppressIntervention, intervene, parse_intervention
+from ..interventions import (
+    IsolateRngIntervention,
+    IsolateWritesIntervention,
+    SuppressIntervention,
+    intervene,
+    parse_intervention,
+)
 from ..ledger import Ledger
 from ..ledger_rules import BY_LATEST_TEST
 from ..policies import CALLED_FROM, RESTORED
@@ -107,14 +113,21 @@ def _placed(arm: Arm, patches: dict[str, dict[str, int]]) -> str:
     """A suppression scoped to initialisation reports the frame of the call it dropped: the
     line that made the extra call, a more exact place than the function it entered."""
     iv = parse_intervention(arm.intervention)
-    if not isinstance(iv, SuppressIntervention) or iv.scope != "init":
+    target = getattr(iv, "target", "")
+    init = isinstance(iv, SuppressIntervention) and iv.scope == "init"
+    ctor = isinstance(iv, SuppressIntervention | IsolateRngIntervention | IsolateWritesIntervention)
+    ctor = ctor and target.endswith(".__init__")
+    if not (init or ctor):
         return arm.location
     sites = [
-        e.removeprefix(CALLED_FROM) for e in patches.get(iv.target, {}) if e.startswith(CALLED_FROM)
+        e.removeprefix(CALLED_FROM) for e in patches.get(target, {}) if e.startswith(CALLED_FROM)
     ]
     if len(sites) != 1:
         return arm.location  # none, or several processes disagreeing: keep the function
-    return f"{sites[0]}, the call during initialisation into {arm.location}"
+    if init:
+        return f"{sites[0]}, the call during initialisation into {arm.location}"
+    cls = target.rsplit(":", 1)[-1].removesuffix(".__init__")
+    return f"{sites[0]}, which constructs {cls}: {arm.location}"
 
 
 def saved_at(state_dict_at: str) -> str:

@@ -311,6 +311,13 @@ def _round_trip(recs: list[BoundaryRecord], k: int, rank: int):
     return (end or saved)[-1], _pick(both, f"after-{k}", rank, resumed.pid)
 
 
+def _previous(recs: list[BoundaryRecord], rec: BoundaryRecord) -> str | None:
+    """The point of the record the same process wrote before ``rec``, if any."""
+    mine = [r for r in recs if r.pid == rec.pid and r.rank == rec.rank]
+    k = next((i for i, r in enumerate(mine) if r is rec), 0)
+    return mine[k - 1].point if k > 0 else None
+
+
 def _moved_before_save(recs: list[BoundaryRecord], k: int, rank: int):
     """(logged, resumed) when the saving process's model moved between logging step K and
     writing its checkpoint (an update ran in between: the file holds a later step's state
@@ -348,6 +355,10 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
         for point, ra, rb in pairs:
             if ra is not None and rb is not None:
                 d = diff_manifests(ra.manifest, rb.manifest)
+                # seeds and draws are those made since the process's previous record: two
+                # records whose previous ones are other points (a resumed process's first
+                # record against the uninterrupted run's) cover other spans of work
+                same_span = _previous(recs["a"], ra) == _previous(recs["b"], rb)
                 diffs.append(
                     PointDiff(
                         point=point,
@@ -355,7 +366,9 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
                         between="A vs B",
                         diff=d,
                         seeds=seed_differences(ra.seeds, rb.seeds)
-                        + draw_differences(ra.draws, rb.draws),
+                        + draw_differences(ra.draws, rb.draws)
+                        if same_span
+                        else [],
                     )
                 )
         if k is None:
