@@ -194,3 +194,54 @@ def test_a_scalar_from_an_object_the_line_calls_is_not_placed_at_that_line(tmp_p
     assert object_call(str(src), 6, "aten::mul_.Tensor") is None
     assert object_call(str(src), 7, "aten::add.Tensor") is None
     assert object_call(str(src), 8, "aten::div_.Tensor") is None
+
+
+# A bf16 MLP whose --pool flag says whether the batch mean of the last activations is
+# accumulated in bfloat16 (narrow) or in float32 (wide): the same quantity at another precision, which moves
+# a float32 loss by far more than 64 of its own ulps and by a fraction of a bfloat16 ulp.
+BF16_SUM = """import argparse
+import torch
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", required=True)
+p.add_argument("--pool", default="narrow")
+a = p.parse_args()
+torch.set_num_threads(1)
+torch.manual_seed(8)
+w1, w2 = torch.nn.Linear(64, 96), torch.nn.Linear(96, 1)
+opt = torch.optim.SGD([*w1.parameters(), *w2.parameters()], lr=0.05)
+
+with MetricLog(a.out, rank=0) as log:
+    for step in range(4):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randn(256, 64, generator=g)
+        h = torch.tanh(w1(x)).to(torch.bfloat16)
+        wide = torch.float32 if a.pool == "wide" else torch.bfloat16
+        pooled = h.to(wide).sum(0) / h.shape[0]
+        loss = w2(pooled.float()).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.detach())
+"""
+
+
+def test_a_setting_that_sums_in_another_precision_is_a_policy_beyond_fp32_rounding(tmp_path):
+    case = _case(tmp_path, {"train.py": BF16_SUM}, "--pool", "narrow", "wide")
+    ledger = Ledger(case.workspace)
+    v = run_workflow(case, ledger, RunOptions(timeout_s=120, budget_minutes=10)).verdict
+    assert v.classification.value == "policy-difference", v
+    assert (v.location or "").startswith("config:--pool"), v.location
+    hyp = ledger.state().hypotheses[v.hypothesis]
+    assert "rounding of bfloat16" in hyp.statement, hyp.statement
+
+
+def test_rounding_is_measured_in_the_narrowest_dtype_the_differing_ops_compute_in():
+    from triage_agent.workflow.setting_effect import ROUNDING_ULPS, rounding_bound
+
+    assert rounding_bound([]) == (ROUNDING_ULPS, "float32")
+    assert rounding_bound(["float32", "int64"]) == (ROUNDING_ULPS, "float32")
+    assert rounding_bound(["float32", "bfloat16"]) == (ROUNDING_ULPS * 2**16, "bfloat16")
+    assert rounding_bound(["float16"]) == (ROUNDING_ULPS * 2**13, "float16")
+    assert rounding_bound(["float64"]) == (ROUNDING_ULPS, "float64")

@@ -127,6 +127,9 @@ class FirstDivergence(BaseModel):
     parted: list[str] = Field(
         default_factory=list, description="structural: every op in the step's differing parts"
     )
+    parted_dtypes: list[str] = Field(
+        default_factory=list, description="the dtypes of the tensors those ops read and write"
+    )
     regions: list[CompiledRegion] = Field(
         default_factory=list,
         description="compiled regions of the step, set aside from the op streams: ops one run "
@@ -135,7 +138,14 @@ class FirstDivergence(BaseModel):
 
     @classmethod
     def at(
-        cls, ev: Any, role: Role, rank: int, order: int, parted: list[str], partner: Any = None
+        cls,
+        ev: Any,
+        role: Role,
+        rank: int,
+        order: int,
+        parted: list[str],
+        partner: Any = None,
+        dtypes: list[str] | None = None,
     ) -> FirstDivergence:
         """The divergence at trace event ``ev``: its step, op, scope and call, and its caller
         (else its partner event's, where the two runs pair it with one)."""
@@ -148,6 +158,7 @@ class FirstDivergence(BaseModel):
             caller=caller,
             caller_b=partner.caller if partner is not None else None,
             parted=parted,
+            parted_dtypes=dtypes or [],
             **where,
         )
 
@@ -172,7 +183,8 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
         if tag != "equal":
             ev = ea[i1] if i1 < i2 else eb[j1]
             parted = _parted(codes[n:], ea, eb, ev.step)
-            return FirstDivergence.at(ev, "structural", rank, i1, parted)
+            dtypes = _parted_dtypes(codes[n:], ea, eb, ev.step)
+            return FirstDivergence.at(ev, "structural", rank, i1, parted, dtypes=dtypes)
         for k in range(i2 - i1):
             a, b = ea[i1 + k], eb[j1 + k]
             if a.outputs == b.outputs or _unreadable(a) or _unreadable(b):
@@ -187,7 +199,8 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
                 # or the same op given the same values in another order (a loop over a set)
                 role = "reordered"
             parted = [a.name] if role == "reordered" else []
-            return FirstDivergence.at(a, role, rank, i1 + k, parted, partner=b)
+            dtypes = _dtypes((a, b)) if role == "reordered" else []
+            return FirstDivergence.at(a, role, rank, i1 + k, parted, partner=b, dtypes=dtypes)
     return None
 
 
@@ -215,6 +228,44 @@ def _parted(codes: list[tuple[str, int, int, int, int]], ea: list[Any], eb: list
         for e in (*ea[a1:a2], *eb[b1:b2])
         if e.step == step
     ]
+
+
+def _parted_dtypes(
+    codes: list[tuple[str, int, int, int, int]], ea: list[Any], eb: list[Any], step: int
+) -> list[str]:
+    """The dtypes of the tensors the ops of ``step`` in the differing parts read and write."""
+    parts = [
+        e
+        for t, a1, a2, b1, b2 in codes
+        if t != "equal"
+        for e in (*ea[a1:a2], *eb[b1:b2])
+        if e.step == step
+    ]
+    return _dtypes(parts)
+
+
+def _dtypes(events: Any) -> list[str]:
+    return sorted(
+        {
+            sig.split("[", 1)[0]
+            for e in events
+            for sig in (*e.inputs, *e.outputs)
+            if sig and "[" in sig
+        }
+    )
+
+
+# mantissa bits of the floating dtypes a step computes in: a difference within rounding of
+# the narrowest is measured in its ulps, not the metric's
+MANTISSA = {"float64": 52, "float32": 23, "bfloat16": 7, "float16": 10}
+
+
+def rounding_bound(dtypes: list[str]) -> tuple[float, str]:
+    """The metric distance (in float32 ulps) that is still rounding, when the differing ops
+    compute in ``dtypes``: ROUNDING_ULPS of the narrowest floating dtype among them."""
+    narrow = min((d for d in dtypes if d in MANTISSA), key=MANTISSA.get, default="float32")
+    bits = min(MANTISSA[narrow], MANTISSA["float32"])
+    return ROUNDING_ULPS * 2.0 ** (MANTISSA["float32"] - bits), narrow
 
 
 def _within(scope: str, region: str) -> bool:
@@ -305,7 +356,9 @@ def first_divergence_of(rank: int, fa: list[Any], fb: list[Any]) -> FirstDiverge
     order = sum(1 for e in ea if e.index < start)  # where the region begins among A's ops
     if d is not None and (d.step, d.order) < (first.step, order):
         return d  # a divergence before the region: the region is not the first
-    parted = _parted(_opcodes(ea, eb), ea, eb, first.step)
+    codes = _opcodes(ea, eb)
+    parted = _parted(codes, ea, eb, first.step)
+    dtypes = _parted_dtypes(codes, ea, eb, first.step)
     if d is not None and d.role == "origin":
         parted.append(d.name)  # equal inputs, other outputs, outside the region: not its doing
     return FirstDivergence(
@@ -316,6 +369,7 @@ def first_divergence_of(rank: int, fa: list[Any], fb: list[Any]) -> FirstDiverge
         name=first.module,
         scope=first.scope,
         parted=parted,
+        parted_dtypes=dtypes,
         regions=[r for r in regions if r.step == first.step],
     )
 
@@ -609,17 +663,21 @@ def read_proven_setting(
                 on_status,
                 unknown,
             )
-        if ulps > ROUNDING_ULPS:
+        bound, narrow = rounding_bound(d.parted_dtypes)
+        if ulps > bound:
             return unknown(
                 f"{how} (arithmetic only), but the first differing metric is {ulps:g} ulp "
-                "apart: beyond rounding"
+                f"apart: beyond rounding of {narrow}, the narrowest dtype those ops compute in"
             )
         ops = sorted(set(d.parted))
+        within = (
+            "rounding" if narrow == "float32" else f"rounding of {narrow}, which they compute in"
+        )
         said = (
             f"{setting} reorders or regroups the same arithmetic: {how}, every op where they "
             f"differ is arithmetic ({', '.join(ops[:8])}{', ...' if len(ops) > 8 else ''}), and "
-            f"the first differing metric is {ulps:g} ulp apart (rounding): the same quantity "
-            "computed in another order, a numerical policy"
+            f"the first differing metric is {ulps:g} ulp apart ({within}): the same quantity "
+            "computed in another order or precision, a numerical policy"
         )
         return _record(ledger, hyp, trace_ev, Classification.policy_difference, setting, said)
     if d.role == "receiver":
@@ -829,10 +887,11 @@ def _read_compiled(
             f"at {at} the compiled region {regions}; outside it the op sequences differ with "
             f"non-arithmetic ops {odd[:5]}"
         )
-    if ulps > ROUNDING_ULPS:
+    bound, narrow = rounding_bound(d.parted_dtypes)
+    if ulps > bound:
         return unknown(
             f"at {at} the compiled region {regions}; the first differing metric is {ulps:g} "
-            "ulp apart: beyond rounding"
+            f"ulp apart: beyond rounding of {narrow}"
         )
     outside = (
         f"outside it the op sequences differ in arithmetic ops alone ({', '.join(sorted(set(d.parted))[:5])})"
