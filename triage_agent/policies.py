@@ -52,7 +52,6 @@ import importlib
 import importlib.abc
 import json
 import os
-import random
 import re
 import sys
 from collections.abc import Callable
@@ -63,53 +62,10 @@ from pydantic import BaseModel, Field, field_validator
 from .errors import InputError
 from .import_hooks import on_import
 from .job_objects import cursor_state, data_cursors, own_class, saved_keys, unsaved_attrs
+from .rng_streams import rng_restore, rng_snapshot
 from .seed_pins import SeedPin
 
 RNG_FILE = "triage_rng_rank{rank}.pt"
-
-
-def rng_snapshot() -> dict[str, Any]:
-    """Every RNG stream this process can see, as restorable objects."""
-    import torch
-
-    snap: dict[str, Any] = {"python": random.getstate(), "torch_cpu": torch.get_rng_state()}
-    try:
-        import numpy as np
-
-        snap["numpy"] = np.random.get_state()
-    except ImportError:  # pragma: no cover - numpy ships with the project
-        pass
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        snap["torch_cuda"] = torch.cuda.get_rng_state_all()
-    tracker = _ds_cuda_tracker()
-    if tracker is not None:
-        snap["ds_tracker"] = tracker.get_states()
-    return snap
-
-
-def rng_restore(snap: dict[str, Any]) -> None:
-    import torch
-
-    random.setstate(snap["python"])
-    torch.set_rng_state(snap["torch_cpu"])
-    if "numpy" in snap:
-        import numpy as np
-
-        np.random.set_state(snap["numpy"])
-    if "torch_cuda" in snap and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(snap["torch_cuda"])
-    tracker = _ds_cuda_tracker()
-    if tracker is not None and "ds_tracker" in snap:
-        tracker.set_states(snap["ds_tracker"])
-
-
-def _ds_cuda_tracker() -> Any:
-    try:
-        from deepspeed.runtime.activation_checkpointing import checkpointing
-    except ImportError:
-        return None
-    tracker = checkpointing.get_cuda_rng_tracker()
-    return tracker if tracker.get_states() else None
 
 
 def _restore_rng() -> None:

@@ -103,7 +103,7 @@ def _modules_of(function: Any) -> list[Any]:
 
 def _state(modules: list[Any]) -> dict[str, Any]:
     """Buffers (cloned), plain attributes and every generator, by a name within the block."""
-    from .policies import rng_snapshot
+    from .rng_streams import rng_snapshot
 
     out: dict[str, Any] = {"rng": rng_snapshot()}
     for k, root in enumerate(modules):
@@ -154,7 +154,7 @@ def _differ(then: dict[str, Any], now: dict[str, Any]) -> list[str]:
 def _put(modules: list[Any], state: dict[str, Any]) -> None:
     import torch
 
-    from .policies import rng_restore
+    from .rng_streams import rng_restore
 
     rng_restore(state["rng"])
     for key, value in state.items():

@@ -311,9 +311,21 @@ def _round_trip(recs: list[BoundaryRecord], k: int, rank: int):
     return (end or saved)[-1], _pick(both, f"after-{k}", rank, resumed.pid)
 
 
+def _point_order(point: str) -> tuple[int, int]:
+    """Where a point falls in a process's life: step K's first forward, then its report,
+    then a checkpoint written after it (records are read in file-name order, not time)."""
+    kind, _, k = point.partition("-")
+    if kind == "init" or not k.lstrip("-").isdigit():
+        return (-1, 0)
+    return (int(k), {"step": 0, "after": 1, "end": 2}.get(kind, 3))
+
+
 def _previous(recs: list[BoundaryRecord], rec: BoundaryRecord) -> str | None:
     """The point of the record the same process wrote before ``rec``, if any."""
-    mine = [r for r in recs if r.pid == rec.pid and r.rank == rec.rank]
+    mine = sorted(
+        (r for r in recs if r.pid == rec.pid and r.rank == rec.rank),
+        key=lambda r: _point_order(r.point),
+    )
     k = next((i for i, r in enumerate(mine) if r is rec), 0)
     return mine[k - 1].point if k > 0 else None
 

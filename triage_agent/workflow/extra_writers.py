@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 from ..job_frames import DEEPSPEED, PROJECT, TORCH
 from ..ledger import Ledger
@@ -50,16 +51,32 @@ COUNTERS = (
         attrs=["last_batch_iteration"],
     ),
 )
-_LIBRARY = (TORCH, DEEPSPEED, PROJECT, "/site-packages/", "<frozen", "<string>")
+_LIBRARY = (
+    TORCH,
+    DEEPSPEED,
+    PROJECT,
+    "/site-packages/",
+    "/dist-packages/",
+    "<frozen",
+    "<string>",
+)
 
 
-def _job_turn(stack: list[Frame]) -> tuple[Frame, Frame] | None:
+def _library(file: str, root: str | None) -> bool:
+    """Not the job's own code: an installed package, or a file outside the run's directory
+    (a package installed elsewhere, as ``pip --target`` puts one)."""
+    if any(s in file for s in _LIBRARY):
+        return True
+    return root is not None and file.startswith("/") and not file.startswith(root)
+
+
+def _job_turn(stack: list[Frame], root: str | None = None) -> tuple[Frame, Frame] | None:
     """(the job's innermost frame, the frame it called), innermost first in ``stack``; a
     write the job's own code makes is its own frame twice (the function that writes)."""
-    if stack and not any(s in stack[0].file for s in _LIBRARY):
+    if stack and not _library(stack[0].file, root):
         return stack[0], stack[0]
     for inner, frame in zip(stack, stack[1:], strict=False):
-        if not any(s in frame.file for s in _LIBRARY) and any(s in inner.file for s in _LIBRARY):
+        if not _library(frame.file, root) and _library(inner.file, root):
             return frame, inner
     return None
 
@@ -67,9 +84,10 @@ def _job_turn(stack: list[Frame]) -> tuple[Frame, Frame] | None:
 def _writers(reports: list[WatchReport], cwd: str | None) -> Counter:
     """(rank, counter, called function) -> writes, and the job's lines behind each."""
     out: Counter = Counter()
+    root = str(Path(cwd or ".").resolve()).rstrip("/") + "/"
     for rep in reports:
         for w in rep.writes:
-            turn = _job_turn(w.stack)
+            turn = _job_turn(w.stack, root)
             if turn is None:
                 continue
             site, callee = turn

@@ -39,7 +39,7 @@ from .boundary_state import proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for, selects_computation, uncontrolled
 from .moves import Move, arm_move, back_from, moved_generator
-from .situation import Situation, relaunchable
+from .situation import Situation, relaunchable, same_program
 from .structural import is_draw
 from .tree_narrowing import tree_pair
 
@@ -566,8 +566,9 @@ def narrowings(sit: Situation) -> list[Move]:
 def write_readings(sit: Situation) -> list[Move]:
     """A proven declared difference that is not a numerical setting may reach training
     through a call the code it selects makes: a counter written by that call. Read it by a
-    write watch on the training counters in both runs."""
-    if not relaunchable(sit.case):
+    write watch on the training counters in both runs. Two stacks' own scripts make their own
+    calls by construction: a call only one of them makes says nothing there."""
+    if not relaunchable(sit.case) or not same_program(sit.case):
         return []
     out: list[Move] = []
     for h in sit.proven():

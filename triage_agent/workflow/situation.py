@@ -31,6 +31,27 @@ def relaunchable(case: Case) -> bool:
     return all(r.launch and r.metrics and OUT_TOKEN in r.metrics for r in (case.run_a, case.run_b))
 
 
+def programs(case: Case, run: str) -> list[str]:
+    """The programs a run launches: each command's script (its first ``.py`` argument, past
+    any launcher such as ``torchrun`` or ``-m torch.distributed.run``), else the module it
+    runs (``-m NAME``), in order."""
+    spec = case.run_a if run == "a" else case.run_b
+    out: list[str] = []
+    for argv in spec.launch:
+        script = next((a for a in argv if a.endswith(".py")), None)
+        module = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-m"), None)
+        if script or module:
+            out.append(script or "-m " + module)
+    return out
+
+
+def same_program(case: Case) -> bool:
+    """Whether the two runs launch the same programs (a flag, a variable, a config or a
+    library between them), not two stacks' own scripts (Megatron's against DeepSpeed's):
+    only then is a call one run makes and the other does not a difference between them."""
+    return set(programs(case, "a")) == set(programs(case, "b"))
+
+
 class Situation:
     """The workflow's situation: the ledger's folded state plus this process's observations."""
 
