@@ -42,7 +42,17 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--out", help="recording directory (default: .triage/records/rec-<time>)"),
         ] = None,
-        level: Annotated[str, typer.Option("--level", help="module | collective")] = "module",
+        level: Annotated[
+            str, typer.Option("--level", help="module | collective | sentinel")
+        ] = "module",
+        sentinel: Annotated[
+            bool,
+            typer.Option(
+                "--sentinel",
+                help="the always-on level: only each collective's buffers and the parameters "
+                "the optimizer wrote, every step (same as --level sentinel)",
+            ),
+        ] = False,
         cap_mb: Annotated[
             float, typer.Option("--cap-mb", help="disk cap per rank, MiB (oldest steps go first)")
         ] = 256.0,
@@ -67,7 +77,7 @@ def register(app: typer.Typer) -> None:
             out_dir=out_dir,
             cap_bytes=int(cap_mb * (1 << 20)),
             segment_bytes=int(segment_mb * (1 << 20)),
-            level=level,
+            level="sentinel" if sentinel else level,
             ranks=parse_ranks(ranks),
             run_id=run_id,
             backend=backend,
@@ -106,3 +116,67 @@ def register(app: typer.Typer) -> None:
             raise InputError("--steps is empty: give N or A-B")
         for path in window(recording, span, out):
             console.print(str(path), markup=False)
+
+    @app.command("record-locate")
+    def record_locate(
+        recording_a: Annotated[Path, typer.Argument(help="run A's recording (--sentinel)")],
+        recording_b: Annotated[Path, typer.Argument(help="run B's recording (--sentinel)")],
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The first step at which two sentinel recordings differ, the ranks that differ
+        there and the ranks where the difference is made (not received through a
+        collective), with no relaunch. Exit 0 when they agree on every step, 1 when not."""
+        from ..compare.sentinel import locate
+
+        found = locate(recording_a, recording_b)
+        if as_json:
+            typer.echo(found.model_dump_json(indent=1))
+        else:
+            if found.step is not None:
+                table = Table(title=f"first divergent step {found.step}")
+                for col in ("rank", "first differing record", "made here", "call site"):
+                    table.add_column(col)
+                for f in found.firsts:
+                    table.add_row(
+                        str(f.rank), f.record, "yes" if f.starts else "received", f.caller or "-"
+                    )
+                console.print(table)
+            console.print(found.summary(), markup=False)
+            for n in found.notes:
+                console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
+        sys.exit(0 if found.step is None else 1)
+
+    @app.command("record-check")
+    def record_check(
+        recording: Annotated[Path, typer.Argument(help="one run's recording (--sentinel)")],
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Ranks of one recording whose all-reduced (broadcast, gathered) buffers or whole
+        parameters differ from their peers' where every rank must hold the same bytes: a
+        device suspect (silent data corruption). Exit 0 when none, 1 when any."""
+        from ..compare.sentinel import device_suspects
+
+        check = device_suspects(recording)
+        if as_json:
+            typer.echo(check.model_dump_json(indent=1))
+        else:
+            if check.suspects:
+                table = Table(title="device suspects")
+                for col in ("step", "rank", "record", "peers that agree", "why"):
+                    table.add_column(col)
+                for d in check.suspects:
+                    table.add_row(
+                        str(d.step), str(d.rank), d.record, ",".join(map(str, d.peers)), d.reason
+                    )
+                console.print(table)
+            for t in check.ties:
+                console.print(
+                    f"step {t.step}: ranks {t.ranks} disagree on {t.record}; with two ranks "
+                    "there is no majority to say which is wrong",
+                    markup=False,
+                )
+            if not check.suspects and not check.ties:
+                console.print(
+                    f"no rank disagrees with its peers in {check.steps_read} steps", markup=False
+                )
+        sys.exit(1 if check.suspects or check.ties else 0)

@@ -247,6 +247,7 @@ class Tracer:
         self._engine_seen = False
         self._engine_init = 0  # depth of DeepSpeedEngine.__init__ calls running
         self._in_optimizer = 0
+        self._groups: dict[int, tuple[Any, list[int] | None]] = {}
         # where step boundaries come from (auto_steps): "function" (the config's
         # step_function), "metrics" (the job's MetricLog.log calls) or "optimizer"
         self._source = "function" if config.step_function else "optimizer"
@@ -998,6 +999,9 @@ class Tracer:
             ev.meta = {"async": is_async}
             if op is not None:
                 ev.meta["op"] = str(op).rsplit(".", 1)[-1]
+            members = tracer._group_ranks(params.get("group"))
+            if members is not None:
+                ev.meta["group"] = members
             step_at_launch = tracer.cur_step
             tracer._suspended += 1
             try:
@@ -1023,10 +1027,33 @@ class Tracer:
 
         return traced
 
+    def _group_ranks(self, group: Any) -> list[int] | None:
+        """The global ranks of a collective's process group; None for the default group.
+
+        Read once per group object: a reader that checks ranks against each other (the
+        sentinel's device check) must know which ranks were meant to hold equal buffers.
+        """
+        if group is None:
+            return None
+        key = id(group)
+        if key not in self._groups:
+            import torch.distributed as dist
+
+            try:
+                members = list(dist.get_process_group_ranks(group))
+                if group is dist.GroupMember.WORLD or members == list(range(self.world_size)):
+                    members = None
+            except (RuntimeError, ValueError, AttributeError):
+                members = None
+            self._groups[key] = (group, members)  # the group is held so its id stays its own
+        return self._groups[key][1]
+
     # optimizer
     def _on_optimizer_pre(self, opt, args, kwargs) -> None:
         self._in_optimizer += 1
-        if self._gate():
+        # the sentinel keeps what the step wrote, not what it read: its inputs are the
+        # collectives' outputs (gradients) and the previous step's parameters
+        if self._gate() and self.config.level != "sentinel":
             # The step's inputs: each parameter, its gradient and its state before the update
             # (staged now, on the stream the update will run on, so they read the old values).
             pre = {}
@@ -1066,9 +1093,12 @@ class Tracer:
         caller = _caller()
         oname = type(opt).__name__
         pre = self._opt_inputs.pop(id(opt), {})
+        sentinel = self.config.level == "sentinel"
         for g, group in enumerate(opt.param_groups):
             for i, p in enumerate(group["params"]):
                 names, tensors = _optimizer_tensors(opt, p)
+                if sentinel:
+                    names, tensors = names[:1], tensors[:1]
                 in_names, staged_in, copies, hyper = pre.get((g, i), ([], [], None, None))
                 pname = self._param_name(p, g, i)
                 ev = self._new_event(

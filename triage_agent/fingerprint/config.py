@@ -4,7 +4,11 @@ The injected ``sitecustomize`` reads it from the JSON file named by ``TRIAGE_CAP
 in-process users build it directly. Levels are cumulative, narrowest cost first:
 
 * ``none``: no tracing at all; the injection only applies ``policies`` (a policy relaunch).
-* ``collective``: collectives (torch.distributed, hence deepspeed.comm) and optimizer state.
+* ``sentinel``: what crosses rank boundaries (each collective's input and output buffers)
+  and what the optimizer wrote (each parameter it holds after its step, over the flat
+  partition where the framework keeps one): the always-on recorder's level.
+* ``collective``: collectives (torch.distributed, hence deepspeed.comm) and optimizer state
+  (every parameter's gradient and state before and after the step).
 * ``module``: plus every module's forward outputs and output gradients.
 * ``op``: plus every ATen op (TorchDispatchMode) inside the ``scope`` regex.
 """
@@ -21,10 +25,10 @@ from .. import policies as _policies
 from ..errors import InputError
 from ..trace_format import INIT_STEP
 
-Level = Literal["none", "collective", "module", "op"]
+Level = Literal["none", "sentinel", "collective", "module", "op"]
 # here, not in .digest, so reading a capture config (the injected bootstrap) needs no torch
 DigestMode = Literal["xor", "order", "both"]
-LEVELS: tuple[Level, ...] = ("none", "collective", "module", "op")
+LEVELS: tuple[Level, ...] = ("none", "sentinel", "collective", "module", "op")
 CONFIG_ENV = "TRIAGE_CAPTURE_CONFIG"
 # Far above any real world size; a bound so that a typo like 0-1000000000 is an error, not
 # a billion-element set built before the run starts.

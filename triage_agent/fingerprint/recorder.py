@@ -17,6 +17,10 @@ settings and a ``sitecustomize`` under ``DIR`` and returns the environment to ad
 (``PYTHONPATH`` and ``TRIAGE_RECORD_CONFIG``). The native extension is built in the
 launching process first, so no rank pays for the build inside its timeout.
 
+At ``sentinel`` level the ring holds only what crosses rank boundaries and what the
+optimizer wrote (see :mod:`triage_agent.compare.sentinel` for its reading: the first
+divergent step and rank of two recordings, and a rank that disagrees with its peers).
+
 Limits: the ring holds whole steps; one step larger than the cap still fills one segment.
 Steps come from the tracer's automatic boundaries (DeepSpeed engine steps, else optimizer
 steps), as for ``triage trace``.
@@ -58,7 +62,7 @@ class RecorderSettings(BaseModel):
     out_dir: Path = Field(description="the recording: one ring per rank under rank*/")
     cap_bytes: int = Field(default=256 * _MB, gt=0, description="per rank, all segments")
     segment_bytes: int = Field(default=16 * _MB, gt=0, description="a segment is closed here")
-    level: Literal["collective", "module"] = "module"
+    level: Literal["sentinel", "collective", "module"] = "module"
     ranks: list[int] | None = None
     run_id: str = "run"
     backend: Literal["auto", "native", "python"] = "auto"

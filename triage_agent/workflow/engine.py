@@ -55,6 +55,7 @@ from .fixcheck import validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
 from .moves import make
 from .options import RunOptions
+from .recorded import sentinel_reading
 from .situation import Situation
 from .stage2 import Stage2Result
 from .structural import extra_call_arms
@@ -191,6 +192,7 @@ def _run_workflow(case: Case, ledger: Ledger, opts: RunOptions, status: Status) 
 
     status("confirm", "reading metric fingerprints")
     rep = _confirm(case, ledger, given, ma, mb)
+    sentinel_reading(case, ledger)
     if rep.step is None:
         caveats = [n["text"] for n in ledger.state().notes if n.get("caveat")]
         return WorkflowResult(

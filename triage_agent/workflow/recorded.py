@@ -18,11 +18,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ..compare.sentinel import SentinelDivergence, device_suspects, locate
 from ..errors import InputError
+from ..evidence_data import TraceCompareData
 from ..fingerprint import CaptureConfig
 from ..fingerprint.recorder import metric_source, read_settings, summarize, window
 from ..ledger import Ledger
-from ..records import Case, RunSpec
+from ..records import Case, Evidence, EvidenceKind, EvidenceResult, RunSpec
 from ..runs import RunOutcome
 from .perturbation import is_repeat, perturbation
 
@@ -128,3 +130,73 @@ def recorded_pair(
     )
     on_status(f"{label}: steps {a}-{b} from the recordings, no relaunch")
     return ra, rb
+
+
+def _sentinel_roots(case: Case) -> tuple[Path, Path] | None:
+    """Both runs' sentinel recordings, or None where either run names none."""
+    roots = []
+    for run in (case.run_a, case.run_b):
+        settings = read_settings(Path(run.trace_dir)) if run.trace_dir else None
+        if settings is None or settings.level not in ("sentinel", "collective"):
+            return None
+        roots.append(Path(run.trace_dir or ""))
+    return roots[0], roots[1]
+
+
+def sentinel_reading(case: Case, ledger: Ledger) -> SentinelDivergence | None:
+    """Where the runs' sentinel recordings first part, and any rank that disagrees with its
+    peers inside one run, recorded in the ledger with no relaunch; None without recordings.
+
+    The step is the first whose collectives or optimizer writes differ, which can come before
+    the first differing metric (an update at step K shows in the loss of step K+1). A device
+    suspect is a caveat every verdict carries: a rank whose all-reduced buffer differs from
+    its group's explains bits no change of the job's code or settings can.
+    """
+    roots = _sentinel_roots(case)
+    if roots is None:
+        return None
+    dirs = {"a": str(roots[0]), "b": str(roots[1])}
+    for e in ledger.state().evidence:
+        held = e.data if isinstance(e.data, TraceCompareData) else None
+        if held is not None and held.level == "sentinel" and held.trace_dirs == dirs:
+            return None  # read before this run was resumed
+    try:
+        found = locate(*roots)
+    except InputError as exc:
+        ledger.note(f"the sentinel recordings cannot be read: {exc}", level="warning")
+        return None
+    rows = [
+        {
+            "label": "sentinel",
+            "rank": f.rank,
+            "role": "made here" if f.starts else "received through a collective",
+            "step": found.step,
+            "name": f.record,
+            "detail": f.caller or "",
+        }
+        for f in found.firsts
+    ]
+    ledger.add_evidence(
+        Evidence(
+            kind=EvidenceKind.trace_compare,
+            result=EvidenceResult.observed,
+            summary=f"sentinel recordings: {found.summary()}",
+            data=TraceCompareData(
+                status="identical" if found.step is None else "diverged",
+                level="sentinel",
+                steps=None if found.step is None else [found.step],
+                complete=not found.notes,
+                warnings=found.notes,
+                trace_dirs=dirs,
+                rows=rows,
+            ),
+        )
+    )
+    for run, root in zip(("a", "b"), roots, strict=True):
+        check = device_suspects(root)
+        for d in check.suspects:
+            ledger.caveat(
+                f"device suspect in run {run}: rank {d.rank} at step {d.step}, {d.record}: "
+                f"{d.reason} (ranks {d.peers} agree); silent data corruption is possible"
+            )
+    return found
