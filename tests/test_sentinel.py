@@ -5,6 +5,7 @@ with its peers inside one run (a planted bit flip)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -160,3 +161,51 @@ def test_the_workflow_records_the_sentinel_reading_once(recordings, tmp_path):
     assert any("device suspect in run b: rank 2 at step 3" in n["text"] for n in st.notes)
     assert sentinel_reading(case, ledger) is None  # read once, not again on a resume
     assert len([e for e in ledger.state().evidence if isinstance(e.data, TraceCompareData)]) == 1
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("sentinel-deepspeed")
+def test_a_deepspeed_resume_is_located_at_its_first_resumed_step(tmp_path):
+    """A real DeepSpeed ZeRO-2 job on a CPU rank, uninterrupted (A) against a checkpoint after
+    step 3 and a resume that leaves the RNG behind (B, two processes recorded into one ring
+    the way a launcher sets the recorder up)."""
+    from triage_agent.fingerprint.recorder import RecorderSettings, prepare
+
+    case = tmp_path / "case"
+    shutil.copytree(Path(__file__).parent / "cases" / "ds-resume-rng", case)
+    ds = str(Path(sys.executable).parent / "deepspeed")
+
+    def launch(rec: Path, *argvs: list[str]) -> None:
+        extra = prepare(RecorderSettings(out_dir=rec, level="sentinel"))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = extra.pop("PYTHONPATH") + os.pathsep + env.get("PYTHONPATH", "")
+        env.update(extra)
+        for argv in argvs:
+            cmd = [ds, "--num_gpus", "1", "--master_port", str(_free_port()), "train.py"]
+            cmd += ["--deepspeed_config", "ds.json", *argv]
+            proc = subprocess.run(
+                cmd, cwd=case, env=env, capture_output=True, text=True, timeout=600
+            )
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+    a, b = tmp_path / "rec_a", tmp_path / "rec_b"
+    launch(a, ["--out", str(tmp_path / "out_a"), "--steps-to", "7"])
+    ck = str(tmp_path / "ckpt")
+    launch(
+        b,
+        ["--out", str(tmp_path / "out_b"), "--steps-to", "3", "--save", ck],
+        ["--out", str(tmp_path / "out_b"), "--steps-to", "7", "--resume", ck],
+    )
+    found = locate(a, b)
+    assert found.step == 4, found
+    assert found.ranks == [0] and found.starts == [0]
+    assert found.steps_compared == 5  # steps 0-3 agree before the resumed one
+    assert not device_suspects(b).suspects

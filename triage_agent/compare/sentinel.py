@@ -172,7 +172,7 @@ def read_rank(files: list[Path]) -> tuple[dict[int, list[Record]], str | None]:
                     )
                 )
                 c[key] += 1
-            elif t == "step_end":
+            elif t == "step_end" and int(rec["step"]) != INIT_STEP:
                 s = int(rec["step"])
                 steps[s] = pending.pop(s, [])
     return steps, level

@@ -1093,12 +1093,12 @@ class Tracer:
         caller = _caller()
         oname = type(opt).__name__
         pre = self._opt_inputs.pop(id(opt), {})
-        sentinel = self.config.level == "sentinel"
+        if self.config.level == "sentinel":
+            self._record_written(opt, caller, oname)
+            return
         for g, group in enumerate(opt.param_groups):
             for i, p in enumerate(group["params"]):
                 names, tensors = _optimizer_tensors(opt, p)
-                if sentinel:
-                    names, tensors = names[:1], tensors[:1]
                 in_names, staged_in, copies, hyper = pre.get((g, i), ([], [], None, None))
                 pname = self._param_name(p, g, i)
                 ev = self._new_event(
@@ -1118,6 +1118,23 @@ class Tracer:
                     ev.meta["hyper"] = hyper
                 if copies is not None:
                     self._dump(ev, copies, tensors, names=(in_names, names))
+
+    def _record_written(self, opt: torch.optim.Optimizer, caller: str | None, oname: str) -> None:
+        """The sentinel's record of a step: each parameter as the optimizer left it.
+
+        All of the step's parameters are staged in one call (one native call on the C++
+        path): the always-on level pays its host work once per step, not once per tensor.
+        """
+        held = [
+            (g, i, p) for g, grp in enumerate(opt.param_groups) for i, p in enumerate(grp["params"])
+        ]
+        staged = self._stage_all([p for _, _, p in held], self.config.digest)
+        for (g, i, p), s in zip(held, staged, strict=True):
+            ev = self._new_event(
+                "optimizer", self._param_name(p, g, i), oname, "optimizer", [], caller=caller
+            )
+            ev.outputs = [s]
+            ev.meta = {"tensors": ["param"], "group": g}
 
     # DeepSpeed engine
     def _patch_engine(self, module) -> None:
