@@ -11,7 +11,7 @@ if [ "$part" = core ] || [ "$part" = all ]; then
   timeout 200 python3 benchmarks/digest_bandwidth.py > "$out/digest_bandwidth.txt" 2>&1
   timeout 240 python3 benchmarks/trace_overhead.py > "$out/trace_overhead.txt" 2>&1
   timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_digest_gpu.py tests/test_capture_gpu.py \
-    tests/test_replay.py tests/test_gpu_demo.py > "$out/gpu_tests_core.txt" 2>&1
+    tests/test_replay.py tests/test_gpu_demo.py tests/test_sentinel_gpu.py > "$out/gpu_tests_core.txt" 2>&1
 fi
 if [ "$part" = repro ] || [ "$part" = all ]; then
   timeout 280 python3 -m pytest -q -p no:cacheprovider tests/test_repro_gpu.py > "$out/gpu_tests_repro.txt" 2>&1
