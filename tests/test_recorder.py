@@ -168,3 +168,25 @@ def test_triage_record_bad_settings_are_one_line_errors(tmp_path):
         timeout=60,
     )
     assert res.returncode == 2 and "no recording" in res.stderr
+
+
+def test_a_background_ring_writer_writes_what_a_foreground_one_does(tmp_path):
+    rings = []
+    for background in (False, True):
+        root = tmp_path / f"bg{background}"
+        sink = RingSink(root, 0, _header(), 8_000, 30_000, background=background)
+        for step in range(60):
+            sink.write_step(step, _events(step))
+        sink.close("ok", list(range(60)))
+        rings.append(summarize(root))
+        texts = sorted(p.read_text().split("\n", 1)[1] for p in root.rglob("trace_*.jsonl"))
+        rings[-1].append(texts)
+    assert rings[0] == rings[1]
+
+
+def test_a_background_ring_writer_raises_its_failure_in_the_job(tmp_path):
+    (tmp_path / "rank00000").write_text("a file where the rank's ring directory goes")
+    sink = RingSink(tmp_path, 0, _header(), 8_000, 30_000, background=True)
+    sink.write_step(0, _events(0))  # queued: the failure happens in the writer thread
+    with pytest.raises(OSError):
+        sink.close("ok", [0])

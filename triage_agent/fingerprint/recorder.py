@@ -31,8 +31,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import queue
 import shutil
 import sys
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +56,8 @@ _SITECUSTOMIZE = (
     "bootstrap(__file__)\n"
 )
 _MB = 1 << 20
+# steps a background ring writer may hold before the job's thread waits for it
+_QUEUED = 4
 
 
 class RecorderSettings(BaseModel):
@@ -100,8 +104,17 @@ class RingSink:
     """A :class:`TraceSink` stand-in that writes a rank's steps into a bounded ring."""
 
     def __init__(
-        self, root: Path, rank: int, header: TraceHeader, segment_bytes: int, cap_bytes: int
+        self,
+        root: Path,
+        rank: int,
+        header: TraceHeader,
+        segment_bytes: int,
+        cap_bytes: int,
+        background: bool = False,
     ):
+        """``background``: steps are written by a thread of the sink's own, so the step
+        that produced them does not wait for their encoding and the disk (the sentinel's
+        way: a killed process loses the at most ``_QUEUED`` steps still queued)."""
         self.root = Path(root)
         self.rank = rank
         self.header = header
@@ -120,12 +133,46 @@ class RingSink:
         # a later process of the same rank (a resumed run) continues the numbering
         self._next = int(old[-1].name[3:]) + 1 if old else 0
         self._closed: list[tuple[Path, int]] = [(p, _dir_bytes(p)) for p in old]
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=_QUEUED)
+            self._thread = threading.Thread(
+                target=self._drain, name="triage-ring-writer", daemon=True
+            )
+            self._thread.start()
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._failed is None:
+                try:
+                    self._write_step(*item)
+                except BaseException as exc:  # noqa: BLE001 - raised again in the job's thread
+                    self._failed = exc
+
+    def _raise_failed(self) -> None:
+        if self._failed is not None:
+            exc, self._failed = self._failed, None
+            raise exc
 
     @property
     def path(self) -> Path | None:
         return self._seg.path if self._seg is not None else None
 
     def write_step(self, step: int, events: list[PendingEvent]) -> None:
+        if self._queue is None:
+            self._write_step(step, events)
+            return
+        self._raise_failed()
+        # the tracer hands over a list it no longer touches; the digests in it are resolved
+        self._queue.put((step, events))
+
+    def _write_step(self, step: int, events: list[PendingEvent]) -> None:
         if self._seg is None:
             seg_dir = rank_dir(self.root, self.rank) / f"seg{self._next:06d}"
             self._next += 1
@@ -165,6 +212,11 @@ class RingSink:
     def close(
         self, status: str, steps_seen: list[int], note: str = "", resumed_from: int | None = None
     ) -> None:
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._queue = None
+            self._raise_failed()
         self._close_segment(status, note)
 
 
@@ -184,6 +236,7 @@ def start(settings: RecorderSettings, **tracer_kwargs):
         tracer.sink.header,
         settings.segment_bytes,
         settings.cap_bytes,
+        background=settings.level == "sentinel",
     )
     tracer.sink.metric_files = tracer.metric_files
     return tracer

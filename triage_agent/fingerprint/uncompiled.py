@@ -37,6 +37,7 @@ _PREFIXES = ("triage_agent.fingerprint", "triage_agent.policies")
 # module name -> its (code object, nested) pairs, found once: the marks themselves are set
 # again each time, since torch._dynamo.reset() drops them with a code object's Dynamo state
 _codes_of: dict[str, list[tuple[types.CodeType, bool]]] = {}
+_modules_seen: tuple[int, str | None] = (0, None)
 
 
 def keep_dynamo_out(_module: object = None) -> int:
@@ -47,9 +48,15 @@ def keep_dynamo_out(_module: object = None) -> int:
     mark = _marker()
     if mark is None:  # pragma: no cover - a torch without per-code frame strategies
         return 0
-    for name, mod in list(sys.modules.items()):
-        if name not in _codes_of and mod is not None and name.startswith(_PREFIXES):
-            _codes_of[name] = list(_codes(mod))
+    # the scan of sys.modules is the costly part: only when a module was loaded since (the
+    # count and the newest name, which a load always changes)
+    global _modules_seen
+    key = (len(sys.modules), next(reversed(sys.modules), None))
+    if key != _modules_seen:
+        _modules_seen = key
+        for name, mod in list(sys.modules.items()):
+            if name not in _codes_of and mod is not None and name.startswith(_PREFIXES):
+                _codes_of[name] = list(_codes(mod))
     n = 0
     for codes in _codes_of.values():
         for code, nested in codes:
