@@ -283,6 +283,7 @@ LAYER_OF = {
     "triage_agent.outplace": "actions",
     "triage_agent.restore_state": "actions",
     "triage_agent.recompute_state": "actions",
+    "triage_agent.optimizer_membership": "actions",
     "triage_agent.rng_streams": "actions",
     "triage_agent.generator_hooks": "actions",
     "triage_agent.import_hooks": "actions",

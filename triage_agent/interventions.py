@@ -47,7 +47,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           value at that boundary)
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
-``recompute-state``
+``recompute-state`` / ``rebind-optimizer``
 ``revert path[,path...]``                      revert     files back to the other run's revision
 ``patch FILE.diff``                             patch      a unified diff applied to a throwaway copy
                                                           of the run's tree, which the rerun runs
@@ -210,7 +210,12 @@ class ReplaceIntervention(BaseModel):
 class PolicyIntervention(BaseModel):
     kind: Literal["policy"] = "policy"
     policy: Literal[
-        "restore-rng", "restore-scheduler", "restore-cursors", "deterministic", "recompute-state"
+        "restore-rng",
+        "restore-scheduler",
+        "restore-cursors",
+        "deterministic",
+        "recompute-state",
+        "rebind-optimizer",
     ]
 
 
@@ -250,6 +255,7 @@ FORMS = (
     "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
+    "rebind-optimizer, "
     "revert path[,path...]"
 )
 

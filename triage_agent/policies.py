@@ -20,6 +20,8 @@ Policies:
   not benchmarking, and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` when unset.
 - ``recompute-state``: activation checkpointing's recomputation runs under the state its
   forward ran under (:mod:`triage_agent.recompute_state`).
+- ``rebind-optimizer``: an optimizer updates the parameters its model trains with, not those
+  a later swap left behind (:mod:`triage_agent.optimizer_membership`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -255,12 +257,19 @@ def _recompute_state() -> None:
     install()
 
 
+def _rebind_optimizer() -> None:
+    from .optimizer_membership import install
+
+    install()
+
+
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
     "restore-cursors": _restore_cursors,
     "deterministic": _deterministic,
     "recompute-state": _recompute_state,
+    "rebind-optimizer": _rebind_optimizer,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -278,6 +287,9 @@ POLICY_HELP: dict[str, str] = {
     "recompute-state": "activation checkpointing recomputes each block under the state its "
     "forward ran under (the block's buffers and plain attributes, every generator), and the "
     "current values are put back after it",
+    "rebind-optimizer": "at each optimizer's first step, every parameter it holds that the "
+    "model no longer uses under that name is replaced by the one the model now uses (a layer "
+    "swapped after the optimizer was built); the evidence names the job's line that swapped it",
 }
 
 

@@ -188,11 +188,15 @@ def _short(where: str) -> str:
 
 def _recomputed(arm: Arm, out_dir: str) -> str | None:
     """What recompute-state found differing between a checkpointed block's forward and its
-    recomputation, at the job's line that made it differ. None for another arm."""
+    recomputation, or what rebind-optimizer gave back to the optimizer, at the job's line
+    that made it differ. None for another arm."""
+    from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
 
-    if arm.intervention != "recompute-state":
+    reports = {"recompute-state": RECOMPUTED, "rebind-optimizer": REBOUND}
+    if arm.intervention not in reports:
         return None
+    RECOMPUTED = reports[arm.intervention]  # noqa: N806 - the report this arm's policy writes
     said: dict[str, dict] = {}
     for f in sorted(Path(out_dir).glob(f"**/{RECOMPUTED}")):
         try:

@@ -720,6 +720,48 @@ def structure_arms(
     return out[:4]
 
 
+def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """One run trains with parameters its optimizer does not hold while the other run's
+    optimizer holds every parameter its model has (at the same point): the first run's
+    optimizer updates tensors the model no longer uses, and the new ones never move (a layer
+    replaced after the optimizer was built). ``rebind-optimizer`` on that run tests it."""
+    key = "model_structure.outside_optimizer"
+    for d in diffs:
+        if d.between != "A vs B":
+            continue
+        e = next((e for e in d.diff.differences if e.path == key), None)
+        if e is None:
+            continue
+        a, b = (_plain_str(v) for v in (e.a, e.b))
+        if (a == "") == (b == ""):
+            continue  # both leave some out, or neither: no one run to rebind
+        run = "a" if b == "" else "b"
+        outside = a or b
+        names = outside.split(",")
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return [
+            _state_arm(
+                run,
+                "rebind-optimizer",
+                "optimizer-membership",
+                f"state:optimizer-membership ({shown} outside run {run.upper()}'s optimizer)",
+                f"run {run.upper()} trains with parameters its optimizer does not hold "
+                f"({shown}, at {d.point}) while the other run's optimizer holds them all: "
+                "its optimizer updates tensors the model no longer uses",
+                f"membership|{run}|{outside}",
+            )
+        ]
+    return []
+
+
+def _plain_str(v: str | None) -> str:
+    """The text of a manifest's string scalar (``str:'...'``)."""
+    v = v or ""
+    if v.startswith("str:"):
+        v = v[4:]
+    return v.strip("'\"")
+
+
 def later_state_arms(diffs: list[PointDiff]) -> list[Arm]:
     """The saving process's model moved between logging step K and writing the checkpoint
     the other process resumed from, and what that process starts from differs from the
@@ -1083,6 +1125,7 @@ def boundary_arms(
     result.arms += cursor_arms(recs, k)
     result.arms += part_arms(case, result.diffs)
     result.arms += structure_arms(result.diffs, recs, k)
+    result.arms += membership_arms(result.diffs)
     result.arms += later_state_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)

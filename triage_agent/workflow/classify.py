@@ -55,6 +55,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "nondeterminism": Classification.bug,
     "extra-call": Classification.bug,
     "recompute": Classification.bug,
+    "optimizer-membership": Classification.bug,
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
     "resume-state": Classification.bug,
@@ -102,6 +103,9 @@ FIX_TEXT: dict[str, str] = {
     "recompute": "make the checkpointed block compute the same thing when it is recomputed: no "
     "state its forward writes may be read again by the recomputation (compute it once, outside "
     "the block, or skip the write while recomputing), and preserve the generators it draws from",
+    "optimizer-membership": "build the optimizer after the model is final (every swap, wrap "
+    "or conversion of a layer done), or hand it the new parameters: an optimizer holds the "
+    "tensors it was given, not the names",
     "resume-state": "save that part with the checkpoint and load it into the same object on "
     "resume (by the parameter's name for optimizer state), after everything that rebuilds it",
     "inplace-write": "compute that line out of place (or copy the tensor the in-place write "

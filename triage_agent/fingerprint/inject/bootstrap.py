@@ -52,6 +52,10 @@ def main() -> None:
             # site.py swallows ordinary exceptions from sitecustomize: the run would go on
             # without the policy it was relaunched for, so stop it here
             _die(str(exc).splitlines()[0])
+        except Exception as exc:  # noqa: BLE001 - the same: a policy that failed to install
+            # would leave a rerun that tested nothing, read as a refutation
+            first = (str(exc).splitlines() or [""])[0]
+            _die(f"cannot apply the policies {config.policies}: {type(exc).__name__}: {first}")
         if config.level != "none":
             _install(config)
     _chain()
