@@ -585,3 +585,51 @@ def test_cli_rerun_prints_one_line_and_records_the_evidence(tmp_path):
     assert gone.returncode == 2 and "b.json named in the run's argv" in gone.stderr
     assert "Traceback" not in gone.stderr
     assert len(Ledger(tmp_path / ".triage").state().evidence) == 2  # nothing lost or added
+
+
+def test_seed_rng_makes_a_call_draw_by_its_arguments_and_puts_the_streams_back(
+    tmp_path, monkeypatch
+):
+    import random
+    import sys
+
+    import numpy as np
+    import torch
+
+    from triage_agent.policies import FunctionPatch, PatchFile, apply_patches
+
+    (tmp_path / "draws_mod_xyz.py").write_text(
+        "import random\nimport numpy as np\nimport torch\n"
+        "class Data:\n"
+        "    def item(self, index, scale=1.0):\n"
+        "        return (torch.randn(3) * scale, float(np.random.rand()), random.random())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert (
+        parse_intervention("seed-rng draws_mod_xyz:Data.item").target == "draws_mod_xyz:Data.item"
+    )
+    spec = PatchFile(
+        patches=[FunctionPatch(target="draws_mod_xyz:Data.item", seed_rng=True)],
+        report=str(tmp_path / "report.jsonl"),
+    )
+    before = list(sys.meta_path)
+    try:
+        apply_patches(spec)
+        import draws_mod_xyz
+
+        torch.manual_seed(0)
+        first = draws_mod_xyz.Data().item(7)
+        state = torch.get_rng_state()
+        torch.randn(100)  # another process, another order: the global stream elsewhere
+        np.random.rand(5)
+        random.random()
+        again = draws_mod_xyz.Data().item(7)  # another object, the same call
+        other = draws_mod_xyz.Data().item(8)
+        assert torch.equal(first[0], again[0]) and first[1:] == again[1:]
+        assert not torch.equal(first[0], other[0])
+        torch.manual_seed(0)
+        draws_mod_xyz.Data().item(7)
+        assert torch.equal(torch.get_rng_state(), state)  # the caller's stream is untouched
+    finally:
+        sys.meta_path[:] = before
+        sys.modules.pop("draws_mod_xyz", None)

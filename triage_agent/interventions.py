@@ -18,6 +18,11 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``isolate-rng pkg.mod:Qual.name``              isolate    the function runs under every generator's
                                                           state saved before and restored after it
+``seed-rng pkg.mod:Qual.name``                  seed       the function runs under every generator
+                                                          seeded from its call's plain arguments
+                                                          (ints, strings: a sample's index), put
+                                                          back after it: its draws depend on the
+                                                          call, not the process or order it runs in
 ``set torch.backends.x.y=V``                   set        a global numeric setting (:mod:`.settings`),
                                                           at start and before every module forward
 ``isolate-writes pkg.mod:Qual.name``           isolate    the function runs with the tensors it is
@@ -171,6 +176,11 @@ class IsolateRngIntervention(BaseModel):
     target: str = Field(pattern=CALLABLE_RE.pattern)
 
 
+class SeedRngIntervention(BaseModel):
+    kind: Literal["seed-rng"] = "seed-rng"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
 ATTR_RE = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
 
 
@@ -235,6 +245,7 @@ Intervention = Annotated[
     | DropIntervention
     | SetIntervention
     | IsolateRngIntervention
+    | SeedRngIntervention
     | IsolateWritesIntervention
     | PinSeedIntervention
     | OutplaceIntervention
@@ -252,7 +263,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
+    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
     "rebind-optimizer, "
@@ -326,6 +337,10 @@ def parse_intervention(text: str) -> Intervention:
             if not CALLABLE_RE.fullmatch(rest):
                 raise _bad(text, "expected isolate-rng pkg.module:Qualified.name")
             return IsolateRngIntervention(target=_not_main(text, rest))
+        if word == "seed-rng":
+            if not CALLABLE_RE.fullmatch(rest):
+                raise _bad(text, "expected seed-rng pkg.module:Qualified.name")
+            return SeedRngIntervention(target=_not_main(text, rest))
         if word == "isolate-writes":
             if not CALLABLE_RE.fullmatch(rest):
                 raise _bad(text, "expected isolate-writes pkg.module:Qualified.name")
@@ -426,6 +441,13 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"isolate-rng {t}",
                 f"{t} run under saved-and-restored generator state (its draws do not reach "
                 "the run's streams)",
+            )
+        case SeedRngIntervention(target=t):
+            return (
+                f"seed-rng {t}",
+                f"{t} run under every generator seeded from its call's plain arguments, and "
+                "put back after it (its draws no longer depend on the process or the order "
+                "it runs in)",
             )
         case IsolateWritesIntervention(target=t):
             return (
@@ -769,6 +791,7 @@ def plan(
             SuppressIntervention
             | ReplaceIntervention
             | IsolateRngIntervention
+            | SeedRngIntervention
             | IsolateWritesIntervention,
         )
     ]
@@ -808,6 +831,8 @@ def plan(
                 changes.restore_state += ps
             case IsolateRngIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_rng=True))
+            case SeedRngIntervention(target=t):
+                changes.patches.append(FunctionPatch(target=t, seed_rng=True))
             case IsolateWritesIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_writes=True))
             case RestoreAttrsIntervention():

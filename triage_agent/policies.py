@@ -64,7 +64,7 @@ from pydantic import BaseModel, Field, field_validator
 from .errors import InputError
 from .import_hooks import on_import
 from .job_objects import cursor_state, data_cursors, own_class, saved_keys, unsaved_attrs
-from .rng_streams import rng_restore, rng_snapshot
+from .rng_streams import rng_restore, rng_snapshot, seed_all
 from .seed_pins import SeedPin
 
 RNG_FILE = "triage_rng_rank{rank}.pt"
@@ -336,6 +336,13 @@ class FunctionPatch(BaseModel):
         description="call the function itself, under every generator's state saved before the "
         "call and restored after it: its draws cannot reach the caller's streams",
     )
+    seed_rng: bool = Field(
+        default=False,
+        description="call the function itself, under every generator seeded from a digest of "
+        "the target and its call's plain arguments (ints, floats, strings, bools and tuples of "
+        "them; tensors and objects left out), every stream put back after it: what it draws "
+        "depends on the call alone, not on the process or the order it runs in",
+    )
     isolate_writes: bool = Field(
         default=False,
         description="call the function itself, with the tensors it is handed (and those of the "
@@ -433,6 +440,41 @@ def _isolated(original: Callable[..., Any]) -> Callable[..., Any]:
             rng_restore(snap)
 
     return isolated
+
+
+def _plain_args(v: Any, depth: int = 0) -> Any:
+    """The part of a call's argument that names the call in every process alike: numbers,
+    strings, booleans, None and tuples or lists of them; anything else (a tensor, an object,
+    ``self``) is left out, as its identity or bytes are the process's."""
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, tuple | list) and depth < 2:
+        return [_plain_args(x, depth + 1) for x in v]
+    return "-"
+
+
+def _seeded(original: Callable[..., Any], target: str) -> Callable[..., Any]:
+    """``original`` run with every global generator seeded from its call (``target`` and the
+    plain arguments), and every stream put back when it returns."""
+    import hashlib
+
+    def seeded(*args: Any, **kwargs: Any) -> Any:
+        key = json.dumps(
+            [
+                target,
+                _plain_args(list(args)),
+                sorted((k, _plain_args(v)) for k, v in kwargs.items()),
+            ]
+        )
+        seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
+        snap = rng_snapshot()
+        try:
+            seed_all(seed)
+            return original(*args, **kwargs)
+        finally:
+            rng_restore(snap)
+
+    return seeded
 
 
 def _handed_tensors(args: tuple, kwargs: dict) -> list[Any]:
@@ -557,6 +599,8 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     impl: list[Any] = [_noop] if patch.replacement is None else []
     if patch.isolate_rng:
         impl = [_isolated(original)]
+    if patch.seed_rng:
+        impl = [_seeded(original, patch.target)]
     if patch.isolate_writes:
         impl = [_isolated_writes(original)]
     if patch.set_after is not None:

@@ -46,6 +46,21 @@ def rng_restore(snap: dict[str, Any]) -> None:
         tracker.set_states(snap["ds_tracker"])
 
 
+def seed_all(seed: int) -> None:
+    """Seed the global streams a job's code draws from: python ``random``, numpy's, torch's
+    CPU one and every CUDA device's (``torch.manual_seed`` seeds both)."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy ships with the project
+        pass
+
+
 def _ds_cuda_tracker() -> Any:
     try:
         from deepspeed.runtime.activation_checkpointing import checkpointing

@@ -56,6 +56,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "extra-call": Classification.bug,
     "recompute": Classification.bug,
     "optimizer-membership": Classification.bug,
+    "draw-source": Classification.bug,
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
     "resume-state": Classification.bug,
@@ -103,6 +104,9 @@ FIX_TEXT: dict[str, str] = {
     "recompute": "make the checkpointed block compute the same thing when it is recomputed: no "
     "state its forward writes may be read again by the recomputation (compute it once, outside "
     "the block, or skip the write while recomputing), and preserve the generators it draws from",
+    "draw-source": "draw from a generator derived from what identifies the call (the job's "
+    "seed, the sample's index and the epoch), not from a process-wide stream whose state "
+    "depends on which process runs the call and in what order",
     "optimizer-membership": "build the optimizer after the model is final (every swap, wrap "
     "or conversion of a layer done), or hand it the new parameters: an optimizer holds the "
     "tensors it was given, not the names",

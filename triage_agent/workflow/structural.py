@@ -240,6 +240,24 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
                     f"saved-and-restored generator state in run {run.upper()} alone tests it",
                 )
             )
+            # The other run may make the same draws where the trace does not see them (a
+            # data loader's worker processes) or in another order: then what each call draws
+            # depends on the process and the order it runs in. Seeding every call from what
+            # names it, in both runs, tests that.
+            arms.append(
+                _arm(
+                    "both",
+                    f"seed-rng {target}",
+                    where,
+                    f"{target} ({site.file}:{site.line}) draws from a process-wide generator, "
+                    "so what each call draws depends on the process and the order it runs in, "
+                    "which the runs do not share",
+                    f"the trace shows {c.describe()} in run {run.upper()}'s traced process "
+                    f"alone; seeding each call of {target} from its arguments in both runs "
+                    "tests it",
+                    category="draw-source",
+                )
+            )
         # A function that draws may write what it is handed as well (a probe that freezes
         # the backbone it fits on, and draws its own init): its draw is only the first of
         # its extra events, the one this candidate names.
