@@ -300,6 +300,61 @@ def stop_at_dead_peers(results: list[RankResult]) -> list[RankResult]:
     return out
 
 
+def received_through_collectives(results: list[RankResult]) -> list[RankResult]:
+    """A collective with equal inputs on this rank and different outputs is no origin when a
+    peer rank had already diverged by the time it entered that collective: the peer's
+    contribution carries the difference, and this rank receives it.
+
+    A peer counts when its first divergence came no later, in collectives run, than this
+    rank's origin (for one process group the collectives pair by their count). The rank's
+    origin is dropped (no origin here: the one to find is on the peer) and a note says
+    which peer it came from."""
+    firsts = {
+        r.rank: (r.collectives.through_first, bool(r.first_divergence.differing_inputs))
+        for r in results
+        if r.status == "diverged" and r.first_divergence is not None
+    }
+    out = []
+    for r in results:
+        o = r.origin
+        if o is None or not any(lb.code == "collective" for lb in o.labels):
+            out.append(r)
+            continue
+        at = r.collectives.through_origin
+        # before this collective (fewer collectives run), or inside it with its own inputs
+        # already different; a peer whose first divergence is this collective with equal
+        # inputs entered it as this rank did
+        peers = sorted(
+            p
+            for p, (first, ins_differ) in firsts.items()
+            if p != r.rank
+            and first
+            and all(
+                first.get(k, 0) < n or (first.get(k, 0) == n and ins_differ)
+                for k, n in at.items()
+                if k in first
+            )
+        )
+        if not peers:
+            out.append(r)
+            continue
+        note = (
+            f"{o.a.name if o.a else 'the collective'} has equal inputs here and different "
+            f"outputs, but rank(s) {peers} had already diverged when they entered it: this "
+            "rank receives their difference through the collective (no origin here)"
+        )
+        out.append(
+            r.model_copy(
+                update={
+                    "origin": None,
+                    "candidates": [x for x in r.candidates if x.kind != "origin"],
+                    "notes": [*r.notes, note],
+                }
+            )
+        )
+    return out
+
+
 def _past(through: dict[str, int], stopped: list[tuple[str, int, int]]) -> tuple | None:
     """The stopped peer (run, collectives, rank) whose collectives ``through`` goes past."""
     return next(
@@ -407,7 +462,7 @@ def assemble(
     """One ``CompareResult`` from per-rank results in rank order, however they were computed.
 
     Any warning (a torn or missing rank, different world sizes) makes it incomplete."""
-    results = stop_at_dead_peers(results)
+    results = received_through_collectives(stop_at_dead_peers(results))
     status = "diverged" if any(r.status == "diverged" for r in results) else "identical"
     return CompareResult(
         status=status,  # type: ignore[arg-type]
