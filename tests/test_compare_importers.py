@@ -125,3 +125,27 @@ def test_map_rule_with_a_bad_group_reference_is_refused_at_load(tmp_path, replac
     m.write_text(json.dumps({"rule": [{"pattern": "^a(b)", "replace": replace}]}))
     with pytest.raises(InputError, match="not a valid replacement"):
         load_mapping(m)
+
+
+def test_a_collective_origin_is_received_when_a_peer_entered_it_already_different(tmp_path):
+    # rank 1 of run B computes its add of step 1 otherwise (equal input, different output),
+    # so its all_reduce input differs; rank 0 sees equal inputs and a different result
+    shutil.copytree(FIX / "bridge", tmp_path / "bridge")
+    r1 = tmp_path / "bridge" / "run_b" / "stream_pp0_tp0_cp0_dp1.fp"
+    lines = r1.read_text().splitlines()
+    for i, line in enumerate(lines):
+        ev = json.loads(line)
+        if ev.get("window") == 1 and ev.get("op") == "add":
+            ev["output"][0]["hash"] += "X"
+        if ev.get("window") == 1 and ev.get("op") == "all_reduce":
+            ev["input"][0]["hash"] += "X"
+        lines[i] = json.dumps(ev)
+    r1.write_text("\n".join(lines) + "\n")
+    res = compare_runs(
+        load_run(tmp_path / "bridge" / "run_a"), load_run(tmp_path / "bridge" / "run_b")
+    )
+    r0, r1_res = res.ranks
+    assert r1_res.origin is not None and r1_res.origin.a.name == "add"
+    assert r0.origin is None  # received through the all_reduce, not made there
+    assert any("rank(s) [1] had already diverged" in n for n in r0.notes)
+    assert res.summary.origin_ranks == [1]
