@@ -41,6 +41,15 @@ def _losses(stdout: str) -> list[str]:
     return re.findall(r"^step \d+ loss [0-9a-f]{8}$", stdout, flags=re.M)
 
 
+# gloo can abort a rank's teardown after every step is done (std::terminate in its
+# destructor); that exit, after all six steps were written, is the one thing tolerated
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def _finished(rc: int, stdout: str, stderr: str) -> bool:
+    return rc == 0 or (len(_losses(stdout)) == 6 and TEARDOWN_ABORT in stderr)
+
+
 def _record(out: Path, argv: list[str]) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         ["triage", "record", "--sentinel", "--out", str(out), "--", *argv],
@@ -48,7 +57,9 @@ def _record(out: Path, argv: list[str]) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    logs = [(out / f"command.{k}.log") for k in ("stdout", "stderr")]
+    stdout, stderr = (p.read_text() if p.is_file() else "" for p in logs)
+    assert _finished(proc.returncode, stdout, stderr + proc.stderr), proc.stdout + proc.stderr
     return proc
 
 
@@ -68,7 +79,7 @@ def recordings(tmp_path_factory) -> dict[str, Path]:
 
 def test_the_sentinel_leaves_the_metric_bits_alone(recordings, tmp_path):
     plain = subprocess.run(_torchrun(2), capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert plain.returncode == 0, plain.stderr
+    assert _finished(plain.returncode, plain.stdout, plain.stderr), plain.stderr
     recorded = (recordings["a"] / "command.stdout.log").read_text()
     assert _losses(plain.stdout) and _losses(recorded) == _losses(plain.stdout)
 
