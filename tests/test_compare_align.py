@@ -135,11 +135,30 @@ def test_world_size_and_missing_rank(tmp_path):
 
 
 def test_cross_rank_summary_separates_origins_from_collective_receivers(tmp_path):
+    # rank 0 differs at a compute op before any collective; rank 1's all_reduce then has
+    # equal local inputs and another result: it receives rank 0's difference, no origin
     for rk, (a_out, b_out, kind, name) in enumerate(
         [("y", "y!", "op", "mm"), ("r", "r!", "collective", "all_reduce")]
     ):
         write_trace(tmp_path / "a", [ev(0, name, ["x"], [a_out], kind=kind)], rank=rk, world=2)
         write_trace(tmp_path / "b", [ev(0, name, ["x"], [b_out], kind=kind)], rank=rk, world=2)
     res = compare_runs(load_run(tmp_path / "a"), load_run(tmp_path / "b"))
-    assert res.summary.origin_ranks == [0, 1]
-    assert "receive" in res.summary.note
+    assert res.summary.origin_ranks == [0]
+    r1 = res.ranks[1]
+    assert r1.origin is None and r1.first_divergence is not None
+    assert any("rank(s) [0] had already diverged" in n for n in r1.notes)
+    # with no compute origin anywhere, a collective origin on every rank stays an origin
+    # and the summary names the reduction itself
+    for rk in (0, 1):
+        write_trace(
+            tmp_path / "c", [ev(0, "all_reduce", ["x"], ["r"], kind="collective")], rank=rk, world=2
+        )
+        write_trace(
+            tmp_path / "d",
+            [ev(0, "all_reduce", ["x"], ["r!"], kind="collective")],
+            rank=rk,
+            world=2,
+        )
+    both = compare_runs(load_run(tmp_path / "c"), load_run(tmp_path / "d"))
+    assert both.summary.origin_ranks == [0, 1]
+    assert "reduction itself" in both.summary.note
