@@ -571,3 +571,51 @@ def test_a_value_written_in_place_and_read_again_steps_later_is_found_and_put_ou
     assert proof.data.applied_to == "b" and proof.result == EvidenceResult.supported
     back = [e for e in st.evidence if "producer search" in e.summary]
     assert back and "a value carried across steps" in back[-1].summary
+
+
+WARMUP = '''"""A warm-up factor whose progress the module holds, advanced once per batch."""
+
+_seen = 0
+
+
+def start():
+    global _seen
+    _seen = 0
+
+
+def factor():
+    global _seen
+    _seen += 1
+    return min(1.0, _seen / 4)
+'''
+
+
+def test_a_module_global_a_resume_starts_again_is_put_back_and_named_where_it_is_reset(tmp_path):
+    (tmp_path / "warmup.py").write_text(WARMUP)
+    (tmp_path / "train.py").write_text(
+        resume_job(
+            "x * warmup.factor()",
+            "x = torch.randn(16, 6)\nwarmup.start()",
+            imports="import warmup",
+        )
+    )
+    case = resume_case(
+        tmp_path,
+        "module-global",
+        5,
+        2,
+        source_roots=[str(tmp_path)],
+        scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "warmup.py")],
+    )
+    result, st = triage(case)
+    assert result.mismatch.step == 3
+    manifest = next(e for e in st.evidence if e.kind == EvidenceKind.manifest)
+    assert any("module global warmup._seen differs" in d for d in manifest.data.differences)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    # the set-up that assigns the global its initial value again, not the import's line
+    assert "warmup.py:8" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    # A's value where B declares its resume: three batches seen after step 2
+    assert proof.data.interventions == ["restore-globals warmup._seen=3"]
+    assert proof.result == EvidenceResult.supported

@@ -46,6 +46,7 @@ from .job_objects import (
     cursor_state,
     data_cursors,
     live_objects,
+    module_globals,
     own_class,
     root_modules,
     saved_keys,
@@ -184,6 +185,7 @@ def state_now(
             state["model_unsaved"] = unsaved_buffers(roots[0])
         m = build_manifest(state, label=label)
     m.data_cursor = cursor_states(data_cursors()) or None
+    m.module_globals = module_globals()
     from .settings import read_settings
 
     m.settings = read_settings()

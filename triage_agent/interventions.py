@@ -50,9 +50,14 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``restore-attrs pkg.mod:Class.attr=V[,...]``    attrs      after ``Class.load_state_dict`` returns, the
                                                           attribute is set to V (JSON; the other run's
                                                           value at that boundary)
+``restore-globals pkg.mod.NAME=V[,...]``      globals    where the resumed process declares its
+                                                          resume (``MetricLog(resumed_from=K)``),
+                                                          the job module's global is set to V (the
+                                                          other run's value at that boundary)
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
 ``recompute-state`` / ``rebind-optimizer``
+``keep-saved``
 ``revert path[,path...]``                      revert     files back to the other run's revision
 ``patch FILE.diff``                             patch      a unified diff applied to a throwaway copy
                                                           of the run's tree, which the rerun runs
@@ -198,6 +203,18 @@ class RestoreAttrsIntervention(BaseModel):
         return [FunctionPatch(target=t, set_after=a) for t, a in by_class.items()]
 
 
+GLOBAL_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\.([A-Za-z_]\w*)")
+
+
+class RestoreGlobalsIntervention(BaseModel):
+    kind: Literal["restore-globals"] = "restore-globals"
+    values: dict[str, Any] = Field(
+        min_length=1,
+        description="pkg.mod.NAME -> the value the module global is given where the resumed "
+        "process declares its resume",
+    )
+
+
 class SuppressIntervention(BaseModel):
     kind: Literal["suppress"] = "suppress"
     target: str = Field(pattern=CALLABLE_RE.pattern)
@@ -226,6 +243,7 @@ class PolicyIntervention(BaseModel):
         "deterministic",
         "recompute-state",
         "rebind-optimizer",
+        "keep-saved",
     ]
 
 
@@ -251,6 +269,7 @@ Intervention = Annotated[
     | OutplaceIntervention
     | RestoreStateIntervention
     | RestoreAttrsIntervention
+    | RestoreGlobalsIntervention
     | SuppressIntervention
     | ReplaceIntervention
     | PolicyIntervention
@@ -264,9 +283,9 @@ FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
     "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
-    "restore-attrs pkg.mod:Class.attr=VALUE[,...], "
+    "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
-    "rebind-optimizer, "
+    "rebind-optimizer, keep-saved, "
     "revert path[,path...]"
 )
 
@@ -333,6 +352,8 @@ def parse_intervention(text: str) -> Intervention:
             return OutplaceIntervention(site=rest)
         if word == "restore-attrs":
             return RestoreAttrsIntervention(attrs=_parse_attrs(text, rest))
+        if word == "restore-globals":
+            return RestoreGlobalsIntervention(values=_parse_globals(text, rest))
         if word == "isolate-rng":
             if not CALLABLE_RE.fullmatch(rest):
                 raise _bad(text, "expected isolate-rng pkg.module:Qualified.name")
@@ -387,6 +408,25 @@ def _parse_attrs(text: str, rest: str) -> dict[str, Any]:
         out[key] = value
     if not out:
         raise _bad(text, "expected restore-attrs pkg.mod:Class.attr=VALUE[,...]")
+    return out
+
+
+def _parse_globals(text: str, rest: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    form = "expected restore-globals pkg.mod.NAME=VALUE[,...] (VALUE a JSON scalar)"
+    for part in [p.strip() for p in re.split(r",(?=\s*[A-Za-z_][\w.]*=)", rest) if p.strip()]:
+        key, eq, raw = part.partition("=")
+        if not eq or not GLOBAL_RE.fullmatch(key):
+            raise _bad(text, form)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            raise _bad(text, f"{raw!r} is not a JSON value") from None
+        if isinstance(value, dict | list):
+            raise _bad(text, form)
+        out[key] = value
+    if not out:
+        raise _bad(text, form)
     return out
 
 
@@ -472,6 +512,10 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in a.items())
             said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.items())
             return f"restore-attrs {text}", f"after load_state_dict: {said}"
+        case RestoreGlobalsIntervention(values=vs):
+            text = ",".join(f"{k}={json.dumps(v)}" for k, v in vs.items())
+            said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in vs.items())
+            return f"restore-globals {text}", f"where the resume is declared: {said}"
         case SuppressIntervention(target=t, site=str(site)):
             return f"suppress {t}@{site}", f"{t} suppressed where {site} calls it (returns None)"
         case SuppressIntervention(target=t, scope="init"):
@@ -784,6 +828,9 @@ def plan(
         for p in iv.parts
     ]
     targets += [
+        k for iv in interventions if isinstance(iv, RestoreGlobalsIntervention) for k in iv.values
+    ]
+    targets += [
         iv.target
         for iv in interventions
         if isinstance(
@@ -837,6 +884,8 @@ def plan(
                 changes.patches.append(FunctionPatch(target=t, isolate_writes=True))
             case RestoreAttrsIntervention():
                 changes.patches += iv.patches()
+            case RestoreGlobalsIntervention(values=vs):
+                changes.restore_globals.update(vs)
             case SuppressIntervention(target=t, scope=scope, site=site):
                 changes.patches.append(FunctionPatch(target=t, scope=scope, site=site))
             case ReplaceIntervention(target=t, replacement=r):

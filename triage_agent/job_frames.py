@@ -36,3 +36,17 @@ def job_stack(skip: tuple[str, ...], depth: int = 2) -> list[str]:
             out.append(f"{name}:{f.f_lineno}")
         f = f.f_back
     return out
+
+
+def job_frames(skip: tuple[str, ...], depth: int = 2) -> list[tuple[str, str, int, int]]:
+    """(file, function, its first line, the line) of each frame above the caller's caller
+    whose file holds none of ``skip``, innermost first: the job's path with the functions it
+    runs in (a caller's line shared with another path tells where two paths part)."""
+    out = []
+    f = sys._getframe(depth)
+    while f is not None:
+        co = f.f_code
+        if not any(s in co.co_filename for s in skip):
+            out.append((co.co_filename, co.co_name, co.co_firstlineno, f.f_lineno))
+        f = f.f_back
+    return out

@@ -25,6 +25,50 @@ def _plain(v: Any, depth: int = 0) -> bool:
     return False
 
 
+_LIBS = ("site-packages", "dist-packages")
+
+
+def job_modules() -> dict[str, Any]:
+    """The job's own modules loaded in this process, by name: those whose file lies below
+    the working directory, outside installed packages and this project."""
+    import os
+    import sys
+
+    root = os.getcwd().rstrip(os.sep) + os.sep
+    out: dict[str, Any] = {}
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        # a relative __file__ (an extension's stub, a frozen module) is no file of the job's
+        if not (isinstance(f, str) and f.endswith(".py") and os.path.isabs(f)):
+            continue
+        if (
+            f.startswith(root)
+            and not any(s in f for s in _LIBS)
+            and name.split(".")[0] not in ("triage_agent",)
+        ):
+            out[name] = mod
+    return out
+
+
+def module_globals(limit: int = 256) -> dict[str, Any]:
+    """``module.name`` -> value of every plain module-level value of the job's own modules
+    (a counter, a flag, a curriculum's progress): state no checkpoint of objects holds.
+    Strings longer than a line and containers are left out: the state that moves is small."""
+    out: dict[str, Any] = {}
+    for modname, mod in sorted(job_modules().items()):
+        if modname in ("__main__", "__mp_main__"):
+            continue  # the script's globals are its arguments and its loop, not held state
+        for name, v in sorted(vars(mod).items()):
+            if name.startswith("__") or not isinstance(v, PLAIN):
+                continue
+            if isinstance(v, str) and len(v) > 200:
+                continue
+            out[f"{modname}.{name}"] = v
+            if len(out) >= limit:
+                return out
+    return out
+
+
 def _qual(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 

@@ -49,6 +49,10 @@ class StateManifest(BaseModel):
     scalars: dict[str, str] = Field(default_factory=dict, description="path -> exact repr")
     rng: dict[str, str] = Field(default_factory=dict, description="stream -> sha256 of its state")
     data_cursor: dict[str, Any] | None = None
+    module_globals: dict[str, Any] = Field(
+        default_factory=dict,
+        description="module.name -> plain value of the job's own modules' module-level values",
+    )
     settings: dict[str, str] = Field(
         default_factory=dict,
         description="the global numeric settings the process computes under, name -> repr",
@@ -269,6 +273,7 @@ def diff_manifests(a: StateManifest, b: StateManifest) -> ManifestDiff:
         ("scalar", a.scalars, b.scalars),
         ("rng", a.rng, b.rng),
         ("setting", a.settings, b.settings),
+        ("global", a.module_globals, b.module_globals),
     ):
         only_a += [f"{section}:{k}" for k in sorted(set(da) - set(db))]
         only_b += [f"{section}:{k}" for k in sorted(set(db) - set(da))]
@@ -291,7 +296,8 @@ def diff_manifests(a: StateManifest, b: StateManifest) -> ManifestDiff:
                         )
                         break
             else:
-                diffs.append(EntryDiff(path=k, section=section, reason="value", a=va, b=vb))
+                a_s, b_s = (repr(v) if section == "global" else v for v in (va, vb))
+                diffs.append(EntryDiff(path=k, section=section, reason="value", a=a_s, b=b_s))
     if a.data_cursor != b.data_cursor:
         diffs.append(
             EntryDiff(

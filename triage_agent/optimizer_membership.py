@@ -23,15 +23,11 @@ parameters (DeepSpeed's ZeRO partitions) holds no module tensors and is left alo
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import weakref
-from pathlib import Path
 from typing import Any
 
-from .import_hooks import on_import
-from .job_frames import DEEPSPEED, PROJECT, TORCH
+from .job_frames import DEEPSPEED, PROJECT, TORCH, job_frames
+from .metrics_reports import BesideMetrics
 
 REPORT = ".triage-rebind-optimizer.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
@@ -42,8 +38,8 @@ def install() -> None:
 
     from .job_objects import root_modules
 
-    report: dict[str, Any] = {}
-    where: list[Path] = []
+    out = BesideMetrics(REPORT)
+    report = out.report
     # id(optimizer) -> {id(param): (weakref to its top-level module, its name there)}
     names: dict[int, dict[int, tuple[Any, str]]] = {}
     # (weakref to a module, attribute, the job's frames) of each module/Parameter assignment
@@ -51,30 +47,13 @@ def install() -> None:
     swaps: list[tuple[Any, str, list[tuple[str, str, int, int]]]] = []
     stepped: set[int] = set()
 
-    def on_metrics(metrics: Any) -> None:
-        cls = metrics.MetricLog
-        orig = cls.__init__
-
-        def __init__(log: Any, *args: Any, **kwargs: Any) -> None:
-            orig(log, *args, **kwargs)
-            where.append(Path(log.file).parent)
-            _write(where, report)
-
-        cls.__init__ = __init__
-
-    name = "triage_agent.metrics"
-    if name in sys.modules:
-        on_metrics(sys.modules[name])
-    else:
-        on_import({name: [on_metrics]})
-
     opt_init = torch.optim.Optimizer.__init__
 
     built_in: dict[int, set[tuple[str, str, int]]] = {}
 
     def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
         opt_init(opt, *args, **kwargs)
-        built_in[id(opt)] = {f[:3] for f in _job_frames()}
+        built_in[id(opt)] = {f[:3] for f in job_frames(_SKIP)}
         held = {id(p) for g in opt.param_groups for p in g["params"]}
         known: dict[int, tuple[Any, str]] = {}
         for root in root_modules():
@@ -89,7 +68,7 @@ def install() -> None:
 
     def __setattr__(module: Any, attr: str, value: Any) -> None:
         if names and isinstance(value, (torch.nn.Module, torch.nn.Parameter)):
-            frames = _job_frames()
+            frames = job_frames(_SKIP)
             if frames:
                 swaps.append((weakref.ref(module), attr, frames))
         set_attr(module, attr, value)
@@ -138,30 +117,8 @@ def install() -> None:
                     "verb": "swaps a part of the model after the optimizer was built over "
                     "the old parameters",
                 }
-        _write(where, report)
+        out.write()
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     register_optimizer_step_pre_hook(pre_step)
-
-
-def _job_frames() -> list[tuple[str, str, int, int]]:
-    """(file, function, its first line, the line) of each frame of the job's own code above
-    the caller, innermost first."""
-    out = []
-    f = sys._getframe(2)
-    while f is not None:
-        co = f.f_code
-        if not any(s in co.co_filename for s in _SKIP):
-            out.append((co.co_filename, co.co_name, co.co_firstlineno, f.f_lineno))
-        f = f.f_back
-    return out
-
-
-def _write(where: list[Path], report: dict[str, Any]) -> None:
-    if not where or not report:
-        return
-    target = where[-1] / REPORT
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report))
-    os.replace(tmp, target)

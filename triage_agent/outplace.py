@@ -31,7 +31,7 @@ def _at(site: str, where: tuple[str, int]) -> bool:
     )
 
 
-def _out_of_place(func: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+def out_of_place(func: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
     """The out-of-place form of an in-place call, or None when it has none."""
     if kwargs.get("inplace") is True:
         return func, {**kwargs, "inplace": False}
@@ -71,7 +71,7 @@ def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         class OutOfPlace(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
                 kwargs = kwargs or {}
-                swap = _out_of_place(func, kwargs)
+                swap = out_of_place(func, kwargs)
                 if swap is not None and swap[0] is not None:
                     where = job_line(_SKIP)
                     for site in sites:

@@ -22,6 +22,8 @@ Policies:
   forward ran under (:mod:`triage_agent.recompute_state`).
 - ``rebind-optimizer``: an optimizer updates the parameters its model trains with, not those
   a later swap left behind (:mod:`triage_agent.optimizer_membership`).
+- ``keep-saved``: a backward reads the values its forward saved, whatever was written over
+  them since (:mod:`triage_agent.saved_tensors`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -257,6 +259,12 @@ def _recompute_state() -> None:
     install()
 
 
+def _keep_saved() -> None:
+    from .saved_tensors import install
+
+    install()
+
+
 def _rebind_optimizer() -> None:
     from .optimizer_membership import install
 
@@ -270,6 +278,7 @@ POLICIES: dict[str, Callable[[], None]] = {
     "deterministic": _deterministic,
     "recompute-state": _recompute_state,
     "rebind-optimizer": _rebind_optimizer,
+    "keep-saved": _keep_saved,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -290,6 +299,10 @@ POLICY_HELP: dict[str, str] = {
     "rebind-optimizer": "at each optimizer's first step, every parameter it holds that the "
     "model no longer uses under that name is replaced by the one the model now uses (a layer "
     "swapped after the optimizer was built); the evidence names the job's line that swapped it",
+    "keep-saved": "every tensor autograd saves for the backward is copied when saved, and the "
+    "backward reads the copy: a write over a saved tensor that its version counter did not see "
+    "cannot reach the gradients; the evidence names the job's lines that wrote into a saved "
+    "tensor that changed",
 }
 
 
@@ -382,6 +395,11 @@ class PatchFile(BaseModel):
     restore_state: list[str] = Field(
         default_factory=list,
         description="parts of training state a resume put back (:mod:`.restore_state`)",
+    )
+    restore_globals: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the job's module globals set where a resume is declared "
+        "(:mod:`.module_globals`)",
     )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
@@ -675,6 +693,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .restore_state import install as install_restore
 
         install_restore(spec.restore_state, spec.report, pending)
+    if spec.restore_globals:
+        from .module_globals import install as install_globals
+
+        install_globals(spec.restore_globals, spec.report, pending)
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

@@ -22,13 +22,10 @@ counter) is not put back.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
-from .import_hooks import on_import
 from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+from .metrics_reports import BesideMetrics
 
 REPORT = ".triage-recompute-state.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
@@ -37,25 +34,8 @@ _SKIP = (TORCH, PROJECT, DEEPSPEED)
 def install() -> None:
     import torch.utils.checkpoint as cp
 
-    report: dict[str, Any] = {}
-    where: list[Path] = []
-
-    def on_metrics(metrics: Any) -> None:
-        cls = metrics.MetricLog
-        orig = cls.__init__
-
-        def __init__(log: Any, *args: Any, **kwargs: Any) -> None:
-            orig(log, *args, **kwargs)
-            where.append(Path(log.file).parent)
-            _write(where, report)
-
-        cls.__init__ = __init__
-
-    name = "triage_agent.metrics"
-    if name in __import__("sys").modules:
-        on_metrics(__import__("sys").modules[name])
-    else:
-        on_import({name: [on_metrics]})
+    out = BesideMetrics(REPORT)
+    report = out.report
 
     orig = cp.checkpoint
 
@@ -81,7 +61,7 @@ def install() -> None:
                 _put(modules, now)
                 if differ:
                     _said(report, differ, sites.lines, called_at)
-                    _write(where, report)
+                    out.write()
 
         return orig(run, *args, **kwargs)
 
@@ -258,12 +238,3 @@ def _said(report: dict[str, Any], differ: list[str], lines: dict[str, str], call
         report.setdefault(name, {"at": at, "verb": verb})
         if report[name]["at"] is None and at is not None:
             report[name]["at"] = at
-
-
-def _write(where: list[Path], report: dict[str, Any]) -> None:
-    if not where or not report:
-        return
-    target = where[-1] / REPORT
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report))
-    os.replace(tmp, target)

@@ -42,6 +42,7 @@ Installed by the injected bootstrap from the patch file's ``restore_state``.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import sys
@@ -63,12 +64,15 @@ from .module_structure import (
     structure,
     unsaved_buffers,
 )
+from .source_literals import job_sources, listing_site, name_site
 
 PART_RE = r"^(model[1-9]?|optimizer|groups|grads|ties|modes|hooks|buffers)$"
 FILE = ".triage-state-step{step}-rank{rank}.pt"
 END_FILE = ".triage-state-end{step}-rank{rank}.pt"
 # a checkpoint written with state_dicts taken after step K whose tensors an update wrote since
 STALE_FILE = ".triage-state-stale{step}-rank{rank}.json"
+# sha256 of each checkpoint file the saving process wrote -> the last step logged before it
+WRITTEN_FILE = ".triage-state-written-rank{rank}.json"
 REPORT = ".triage-state-restored.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
 # parts of the largest module that no state_dict of it holds
@@ -93,6 +97,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     # "model" or "optimizer", the last step logged then)
     built: dict[int, tuple[str, int, Any, str, int | None]] = {}
     last_logged: list[int] = []
+    reads: list[tuple[str, str, str | None]] = []  # (path, sha256, job's line) of each torch.load
     quiet = [0]  # inside this module's own snapshot: its state_dict calls are not the job's
     with open(report, "a") as fh:
         for part in parts:
@@ -117,6 +122,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             register_optimizer_step_post_hook(lambda *_: updates.__setitem__(0, updates[0] + 1))
             for cls in (torch.nn.Module, torch.optim.Optimizer):
                 watch_state_dicts(cls)
+        watch_reads(torch)
         name = "triage_agent.metrics"
         if name in sys.modules:
             on_metrics(sys.modules[name])
@@ -133,6 +139,45 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             return orig(self, *args, **kwargs)
 
         cls.load_state_dict = load_state_dict
+
+    def watch_reads(torch: Any) -> None:
+        """Each checkpoint file the job reads, by content: a file an earlier save wrote and
+        no later one rewrote is found by its bytes, whatever it was renamed to."""
+        orig = torch.load
+
+        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+            if (
+                not quiet[0]
+                and isinstance(f, str | os.PathLike)
+                and not os.path.basename(f).startswith(".triage-")
+                and os.path.isfile(f)
+            ):
+                where = job_line(_SKIP)
+                reads.append((os.fspath(f), _sha(f), where_s(where)))
+            return orig(f, *args, **kwargs)
+
+        torch.load = load
+
+    def stale_reads(log: Any, resumed: int) -> dict[str, Any]:
+        """The file a resume from step ``resumed`` read that the saving process wrote after
+        an earlier step, and the line of the job's source that names it."""
+        try:
+            with open(_written_path(log)) as fh:
+                written: dict[str, int] = json.load(fh)
+        except (OSError, ValueError):
+            return {}
+        for path, sha, where in reads:
+            k = written.get(sha)
+            if k is not None and k < resumed:
+                name = os.path.basename(path)
+                return {
+                    "file": name,
+                    "written_after": k,
+                    "resumed_from": resumed,
+                    "read_at": where,
+                    "named_at": name_site(name, job_sources()),
+                }
+        return {}
 
     def watch_state_dicts(cls: Any) -> None:
         orig = cls.state_dict
@@ -464,6 +509,9 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     said[part] = {
                         "what": f"{n} parameters' accumulated gradients",
                         "written_at": snap.get("_written_at"),
+                        # the list of what it holds, where the job spells it
+                        "listed_at": listing_site(snap.get("_keys") or [], job_sources()),
+                        "keys": snap.get("_keys") or [],
                     }
                 elif part == "ties":
                     before = dict(assigned)  # rebinding below registers parameters too
@@ -547,6 +595,11 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         snap = snapshot()
                         where = job_line(_SKIP)
                         snap["_written_at"] = where_s(where)
+                        what = args[0] if args else None
+                        if isinstance(what, dict) and all(isinstance(k, str) for k in what):
+                            snap["_keys"] = sorted(what)
+                        if len(args) > 1 and isinstance(args[1], str | os.PathLike):
+                            note_written(log, args[1], ended[-1])
                         # an update since step K's log: the file holds a later step's state
                         snap["_updated_since_log"] = updates[0] - updates[1]
                         stale = built_before_update(args[0], {}) if args else {}
@@ -606,6 +659,10 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     return
                 handle.pop().remove()
                 said = early | put_back(snap)
+                if stale := stale_reads(log, resumed):
+                    for part in said:
+                        if part.startswith("model") or part == "optimizer":
+                            said[part]["stale"] = stale
                 with open(out, "w") as fh:
                     json.dump(said, fh)
                 with open(report, "a") as fh:
@@ -618,6 +675,16 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         fh.write(json.dumps(line) + "\n")
 
             handle.append(torch.nn.modules.module.register_module_forward_pre_hook(first_forward))
+
+        def note_written(log: Any, path: Any, step: int) -> None:
+            try:
+                with open(_written_path(log)) as fh:
+                    written = json.load(fh)
+            except (OSError, ValueError):
+                written = {}
+            written[_sha(path)] = step
+            with open(_written_path(log), "w") as fh:
+                json.dump(written, fh)
 
         def stale_at(log: Any, step: int) -> str:
             return str(log.file.parent / STALE_FILE.format(step=step, rank=log.rank))
@@ -680,6 +747,18 @@ def _tensors(obj: Any, depth: int = 0) -> list[Any]:
     if isinstance(obj, list | tuple):
         return [t for v in obj for t in _tensors(v, depth + 1)]
     return [obj]
+
+
+def _written_path(log: Any) -> str:
+    return str(log.file.parent / WRITTEN_FILE.format(rank=log.rank))
+
+
+def _sha(path: Any) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def where_s(where: tuple[str, int] | None) -> str | None:

@@ -98,6 +98,9 @@ class LaunchChanges(BaseModel):
     restore_state: list[str] = Field(
         default_factory=list, description="parts of training state put back after a resume"
     )
+    restore_globals: dict[str, Any] = Field(
+        default_factory=dict, description="the job's module globals set where a resume is declared"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -113,6 +116,7 @@ class LaunchChanges(BaseModel):
             or self.seeds
             or self.outplace
             or self.restore_state
+            or self.restore_globals
             or self.source_digest
             or self.described
         )
@@ -731,6 +735,7 @@ def materialize(
         or changes.seeds
         or changes.outplace
         or changes.restore_state
+        or changes.restore_globals
     ):
         spec = PatchFile(
             patches=changes.patches,
@@ -738,6 +743,7 @@ def materialize(
             seeds=changes.seeds,
             outplace=changes.outplace,
             restore_state=changes.restore_state,
+            restore_globals=changes.restore_globals,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
@@ -798,12 +804,19 @@ def materialize(
             )
             break
     outcome.seconds = round(sum(outcome.launch_seconds), 3)
-    if changes.patches or changes.seeds or changes.outplace or changes.restore_state:
+    if (
+        changes.patches
+        or changes.seeds
+        or changes.outplace
+        or changes.restore_state
+        or changes.restore_globals
+    ):
         # a patch no process reports is listed too: it never took effect
         listed = [p.target for p in changes.patches]
         listed += [f"pin-seed {p.site}" for p in changes.seeds]
         listed += [f"outplace {site}" for site in changes.outplace]
         listed += [f"restore-state {part}" for part in changes.restore_state]
+        listed += [f"restore-globals {name}" for name in changes.restore_globals]
         outcome.patches = {t: {} for t in listed} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"

@@ -156,8 +156,20 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
         except (OSError, ValueError):
             continue
     parts = []
+    stale_parts: dict[str, list[str]] = {}
     for name, v in sorted(said.items()):
-        if not isinstance(v, dict):
+        if isinstance(v, dict) and (stale := v.get("stale")) and stale.get("named_at"):
+            # the file the resume read holds an earlier step's state: no save after the step
+            # the resume declares wrote another file, because the name does not tell them apart
+            said_once = (
+                f"{_short(stale['named_at'])} (names the checkpoint file {stale['file']}: the "
+                f"resume from step {stale['resumed_from']} reads the file written after step "
+                f"{stale['written_after']}, at {_short(stale.get('read_at') or '?')}"
+            )
+            stale_parts.setdefault(said_once, []).append(f"{name}: {v.get('what', '')}")
+    parts += [f"{head}; {'; '.join(what)})" for head, what in stale_parts.items()]
+    for name, v in sorted(said.items()):
+        if not isinstance(v, dict) or (v.get("stale") or {}).get("named_at"):
             continue
         if v.get("built_at"):
             # the checkpoint holds a later step's state: the place is where it took it
@@ -171,6 +183,13 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
         elif v.get("loaded_at"):
             verb = v.get("verb") or f"loads {name}"
             parts.append(f"{_short(v['loaded_at'])} ({verb}: {v.get('what', '')})")
+        elif v.get("written_at") and v.get("listed_at"):
+            # a part no load touches: the list of what the checkpoint holds leaves it out
+            parts.append(
+                f"{_short(v['listed_at'])} (lists what the checkpoint holds: "
+                f"{', '.join(v.get('keys') or [])}; written at {_short(v['written_at'])} "
+                f"without {name}: {v.get('what', '')})"
+            )
         elif v.get("written_at"):
             # a part no load touches (gradients): the checkpoint written without it
             parts.append(
@@ -192,8 +211,9 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     that made it differ. None for another arm."""
     from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
+    from ..saved_tensors import REPORT as KEPT
 
-    reports = {"recompute-state": RECOMPUTED, "rebind-optimizer": REBOUND}
+    reports = {"recompute-state": RECOMPUTED, "rebind-optimizer": REBOUND, "keep-saved": KEPT}
     if arm.intervention not in reports:
         return None
     RECOMPUTED = reports[arm.intervention]  # noqa: N806 - the report this arm's policy writes

@@ -95,6 +95,7 @@ class PointDiff(BaseModel):
                 "scalar": "value",
                 "tensor": "tensor",
                 "setting": "numeric setting",
+                "global": "module global",
             }[d.section]
             if d.path.startswith("batch."):
                 what = "batch consumed, input"
@@ -1054,6 +1055,71 @@ def attr_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) 
     return out
 
 
+def global_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
+    """Module-level values of the job's own modules that differ between A and B where step
+    K+1 starts, in a run that resumed: state no checkpoint of objects holds (a curriculum's
+    progress, a global step a helper reads). The other run's values set where the resumed
+    process declares its resume (restore-globals) test it. The place is the job's line that
+    left the resumed run's value: a set-up that assigns it again, else its initial value."""
+    from ..source_literals import reset_site
+
+    if k is None:
+        return []
+    nxt = f"step-{k + 1}"
+    for run, other in (("b", "a"), ("a", "b")):
+        spec = case.run_b if run == "b" else case.run_a
+        if len(spec.launch) < 2:
+            continue  # a process started afresh loses its globals only on a resume
+        for rank in sorted({r.rank for r in recs[run]} & {r.rank for r in recs[other]}):
+            mine, theirs = _pick(recs[run], nxt, rank), _pick(recs[other], nxt, rank)
+            if mine is None or theirs is None:
+                continue
+            # compared, and put back, where the resumed process declares its resume: what
+            # the job does between there and the step's first forward (a batch drawn with
+            # the global's help) does it again from the value put back
+            at_m = _pick(recs[run], f"after-{k}", rank, mine.pid)
+            at_t = _pick(recs[other], f"after-{k}", rank)
+            if at_m is None or at_t is None or at_m.pid != mine.pid:
+                continue
+            g_m, g_t = at_m.manifest.module_globals, at_t.manifest.module_globals
+            s_m, s_t = mine.manifest.module_globals, theirs.manifest.module_globals
+            lost = [
+                n for n in sorted(g_t) if n in g_m and g_m[n] != g_t[n] and s_m.get(n) != s_t.get(n)
+            ]
+            if not lost:
+                continue
+            root = Path(spec.cwd or ".")
+            places = []
+            for n in lost:
+                modname, _, name = n.rpartition(".")
+                for f in (
+                    root / f"{modname.replace('.', '/')}.py",
+                    root / modname.replace(".", "/") / "__init__.py",
+                ):
+                    if f.is_file() and (at := reset_site(str(f), name, g_m[n])):
+                        places.append(f"{os.path.relpath(at, root)}")
+                        break
+            values = ",".join(f"{n}={json.dumps(g_t[n])}" for n in lost[:4])
+            said = ", ".join(
+                f"{n} {g_m[n]!r} in {run.upper()}, {g_t[n]!r} in {other.upper()}" for n in lost[:4]
+            )
+            where = (places[0] + " " if places else "") + (
+                f"(module global {', '.join(lost[:4])}, which the checkpoint does not hold)"
+            )
+            return [
+                _state_arm(
+                    run,
+                    f"restore-globals {values}",
+                    "resume-state",
+                    where,
+                    f"where step {k + 1} starts, run {run.upper()}'s module globals differ from "
+                    f"run {other.upper()}'s ({said}): the resume does not bring them back",
+                    f"resume-globals|{run}|{','.join(lost)}",
+                )
+            ]
+    return []
+
+
 def state_step(rep: MismatchReport) -> int | None:
     """K: the state is compared after step K and where step K+1 starts. The step before the
     first differing one, except right after a resume: a metric logged at step N reflects the
@@ -1128,6 +1194,7 @@ def boundary_arms(
     result.arms += membership_arms(result.diffs)
     result.arms += later_state_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
+    result.arms += global_arms(case, recs, k)
     result.arms += draw_arms(case, recs, k)
     result.arms += seed_arms(case, recs)
     for a in result.arms:

@@ -190,6 +190,7 @@ def extra_call_arms(case: Case, candidates: list[Candidate]) -> tuple[list[Arm],
     shared = sites["extra"] & sites["missing"]
     arms += _recompute_arms(case, ordered)
     arms += _outplace_arms(case, ordered)
+    arms += _keep_saved_arms(case, ordered)
     for c in ordered:
         if c.kind not in ("extra", "missing"):
             continue
@@ -414,6 +415,39 @@ def _outplace_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
             )
         )
     return out[:2]
+
+
+def _keep_saved_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
+    """An in-place op of the job's own code that one run makes: it may write over a tensor
+    autograd saved for the backward, past the version counter (through ``.data``), so the
+    forward looks alike and the gradients do not. Every saved tensor copied when saved, in
+    the run that makes the write, tests it (keep-saved); its report names the lines that
+    wrote into a saved tensor that changed."""
+    for c in ordered:
+        if c.kind not in ("extra", "missing") or not c.call_site or c.event_kind != "op":
+            continue
+        name = c.event.rsplit("::", 1)[-1].split(".", 1)[0]
+        if not name.endswith("_") or name.endswith("__"):
+            continue
+        run = "b" if c.kind == "extra" else "a"
+        spec = case.run_b if run == "b" else case.run_a
+        site, inside = _job_site(spec, c.call_site)
+        if not inside or "site-packages" in site:
+            continue
+        return [
+            _arm(
+                run,
+                "keep-saved",
+                site,
+                f"run {run.upper()} writes in place at {site} ({name}) over a tensor autograd "
+                "saved for the backward, past its version counter: the backward computes "
+                "with the overwritten values",
+                f"the trace shows {c.describe()}; copying every tensor saved for the "
+                f"backward when it is saved, in run {run.upper()} alone, tests it",
+                category="inplace-write",
+            )
+        ]
+    return []
 
 
 def first_receivers(res: CompareResult) -> list[Divergence]:
