@@ -292,6 +292,7 @@ LAYER_OF = {
     "triage_agent.source_literals": "actions",
     "triage_agent.metrics_reports": "actions",
     "triage_agent.module_globals": "actions",
+    "triage_agent.grad_sync": "actions",
     "triage_agent.saved_tensors": "actions",
     "triage_agent.module_structure": "actions",
     "triage_agent.fingerprint.*": "actions",

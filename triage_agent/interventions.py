@@ -54,6 +54,10 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           resume (``MetricLog(resumed_from=K)``),
                                                           the job module's global is set to V (the
                                                           other run's value at that boundary)
+``sync-grads NAME[,NAME]``                      sync       the parameters' gradients averaged across
+                                                          the ranks as the backward accumulates
+                                                          them (a parameter left out of data-
+                                                          parallel synchronisation)
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
 ``recompute-state`` / ``rebind-optimizer``
@@ -215,6 +219,15 @@ class RestoreGlobalsIntervention(BaseModel):
     )
 
 
+class SyncGradsIntervention(BaseModel):
+    kind: Literal["sync-grads"] = "sync-grads"
+    params: list[str] = Field(
+        min_length=1,
+        description="parameter names (as the model names them, a wrapper's prefix left out) "
+        "whose gradients are averaged across the ranks as the backward accumulates them",
+    )
+
+
 class SuppressIntervention(BaseModel):
     kind: Literal["suppress"] = "suppress"
     target: str = Field(pattern=CALLABLE_RE.pattern)
@@ -270,6 +283,7 @@ Intervention = Annotated[
     | RestoreStateIntervention
     | RestoreAttrsIntervention
     | RestoreGlobalsIntervention
+    | SyncGradsIntervention
     | SuppressIntervention
     | ReplaceIntervention
     | PolicyIntervention
@@ -283,7 +297,7 @@ FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
     "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
-    "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], "
+    "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
     "rebind-optimizer, keep-saved, "
     "revert path[,path...]"
@@ -352,6 +366,11 @@ def parse_intervention(text: str) -> Intervention:
             return OutplaceIntervention(site=rest)
         if word == "restore-attrs":
             return RestoreAttrsIntervention(attrs=_parse_attrs(text, rest))
+        if word == "sync-grads":
+            params = [p.strip() for p in rest.split(",") if p.strip()]
+            if not params or not all(re.fullmatch(r"[A-Za-z_][\w.]*", p) for p in params):
+                raise _bad(text, "expected sync-grads NAME[,NAME] (parameter names)")
+            return SyncGradsIntervention(params=params)
         if word == "restore-globals":
             return RestoreGlobalsIntervention(values=_parse_globals(text, rest))
         if word == "isolate-rng":
@@ -512,6 +531,12 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in a.items())
             said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.items())
             return f"restore-attrs {text}", f"after load_state_dict: {said}"
+        case SyncGradsIntervention(params=ps):
+            return (
+                "sync-grads " + ",".join(ps),
+                f"the gradients of {', '.join(ps)} averaged across the ranks as the backward "
+                "accumulates them",
+            )
         case RestoreGlobalsIntervention(values=vs):
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in vs.items())
             said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in vs.items())
@@ -831,6 +856,12 @@ def plan(
         k for iv in interventions if isinstance(iv, RestoreGlobalsIntervention) for k in iv.values
     ]
     targets += [
+        f"sync-grads {n}"
+        for iv in interventions
+        if isinstance(iv, SyncGradsIntervention)
+        for n in iv.params
+    ]
+    targets += [
         iv.target
         for iv in interventions
         if isinstance(
@@ -886,6 +917,8 @@ def plan(
                 changes.patches += iv.patches()
             case RestoreGlobalsIntervention(values=vs):
                 changes.restore_globals.update(vs)
+            case SyncGradsIntervention(params=ps):
+                changes.sync_grads += ps
             case SuppressIntervention(target=t, scope=scope, site=site):
                 changes.patches.append(FunctionPatch(target=t, scope=scope, site=site))
             case ReplaceIntervention(target=t, replacement=r):

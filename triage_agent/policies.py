@@ -401,6 +401,10 @@ class PatchFile(BaseModel):
         description="the job's module globals set where a resume is declared "
         "(:mod:`.module_globals`)",
     )
+    sync_grads: list[str] = Field(
+        default_factory=list,
+        description="parameters whose gradients are averaged across ranks (:mod:`.grad_sync`)",
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -693,6 +697,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .restore_state import install as install_restore
 
         install_restore(spec.restore_state, spec.report, pending)
+    if spec.sync_grads:
+        from .grad_sync import install as install_sync
+
+        install_sync(spec.sync_grads, spec.report, pending)
     if spec.restore_globals:
         from .module_globals import install as install_globals
 

@@ -101,6 +101,9 @@ class LaunchChanges(BaseModel):
     restore_globals: dict[str, Any] = Field(
         default_factory=dict, description="the job's module globals set where a resume is declared"
     )
+    sync_grads: list[str] = Field(
+        default_factory=list, description="parameters whose gradients are averaged across ranks"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -117,6 +120,7 @@ class LaunchChanges(BaseModel):
             or self.outplace
             or self.restore_state
             or self.restore_globals
+            or self.sync_grads
             or self.source_digest
             or self.described
         )
@@ -736,6 +740,7 @@ def materialize(
         or changes.outplace
         or changes.restore_state
         or changes.restore_globals
+        or changes.sync_grads
     ):
         spec = PatchFile(
             patches=changes.patches,
@@ -744,6 +749,7 @@ def materialize(
             outplace=changes.outplace,
             restore_state=changes.restore_state,
             restore_globals=changes.restore_globals,
+            sync_grads=changes.sync_grads,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
@@ -810,6 +816,7 @@ def materialize(
         or changes.outplace
         or changes.restore_state
         or changes.restore_globals
+        or changes.sync_grads
     ):
         # a patch no process reports is listed too: it never took effect
         listed = [p.target for p in changes.patches]
@@ -817,6 +824,7 @@ def materialize(
         listed += [f"outplace {site}" for site in changes.outplace]
         listed += [f"restore-state {part}" for part in changes.restore_state]
         listed += [f"restore-globals {name}" for name in changes.restore_globals]
+        listed += [f"sync-grads {name}" for name in changes.sync_grads]
         outcome.patches = {t: {} for t in listed} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"

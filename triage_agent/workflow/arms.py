@@ -209,14 +209,18 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     """What recompute-state found differing between a checkpointed block's forward and its
     recomputation, or what rebind-optimizer gave back to the optimizer, at the job's line
     that made it differ. None for another arm."""
+    from ..grad_sync import REPORT as SYNCED
     from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
     from ..saved_tensors import REPORT as KEPT
 
     reports = {"recompute-state": RECOMPUTED, "rebind-optimizer": REBOUND, "keep-saved": KEPT}
-    if arm.intervention not in reports:
+    key = arm.intervention.split(" ", 1)[0]
+    if key == "sync-grads":
+        reports[key] = SYNCED
+    if key not in reports:
         return None
-    RECOMPUTED = reports[arm.intervention]  # noqa: N806 - the report this arm's policy writes
+    RECOMPUTED = reports[key]  # noqa: N806 - the report this arm's policy writes
     said: dict[str, dict] = {}
     for f in sorted(Path(out_dir).glob(f"**/{RECOMPUTED}")):
         try:

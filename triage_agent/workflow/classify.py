@@ -59,6 +59,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "draw-source": Classification.bug,
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
+    "replica-sync": Classification.bug,
     "resume-state": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
@@ -114,6 +115,8 @@ FIX_TEXT: dict[str, str] = {
     "resume (by the parameter's name for optimizer state), after everything that rebuilds it",
     "inplace-write": "compute that line out of place (or copy the tensor the in-place write "
     "would clobber): another name still reads it",
+    "replica-sync": "keep every trainable parameter in the data-parallel synchronisation (or "
+    "freeze what is left out): copies that each rank updates from its own gradient drift apart",
     "seed-value": "seed that line from the job's configured seed (and what the job controls: a "
     "rank, a worker id), not from a value each launch or each process makes anew",
     "config-policy": "the setting computes the same quantity in another order: declare one value "

@@ -37,7 +37,13 @@ from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
 from .situation import Situation
 from .stage1 import run_stage1
-from .structural import carried_write_arms, extra_call_arms, first_receivers, is_draw
+from .structural import (
+    carried_write_arms,
+    extra_call_arms,
+    first_receivers,
+    is_draw,
+    replica_arms,
+)
 from .tree_narrowing import narrow_tree_change
 
 Status = Callable[[str, str], None]
@@ -210,9 +216,21 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
         carried, seen = carried_write_arms(sit.case, sit.trace.receivers)
         for line in seen:
             sit.ledger.note(f"first receiver: {line}")
-        sit.trace_arms = carried + found
-        for a in found:
+        replicas = traced_replica_arms(sit)
+        sit.trace_arms = replicas + carried + found
+        for a in replicas + found:
             sit.where.setdefault(a.hypothesis.id, a.location)
+
+
+def traced_replica_arms(sit: Situation) -> list:
+    """sync-grads arms for parameters whose copies part across one traced run's ranks."""
+    if sit.trace is None:
+        return []
+    try:
+        dirs = sit.trace.evidence.data_as(TraceCompareData).trace_dirs
+    except TypeError:
+        return []
+    return replica_arms(sit.case, dirs, sit.ledger.workspace)
 
 
 def moved_generator(sit: Situation) -> bool:

@@ -450,6 +450,40 @@ def _keep_saved_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
     return []
 
 
+def replica_arms(case: Case, trace_dirs: dict[str, str], workspace: str) -> list[Arm]:
+    """Parameters whose copies part across the ranks of one traced run while the other run's
+    ranks agree: their gradients were not averaged across ranks. Averaging them in that run
+    (sync-grads) tests it; replicas that drift are a defect whatever setting led there."""
+    from ..compare.replicas import replica_split
+
+    dirs = {}
+    for run in ("a", "b"):
+        d = Path(trace_dirs.get(run, ""))
+        if not d.is_absolute() and not d.exists():
+            d = Path(workspace) / d
+        dirs[run] = d
+    if not all(d.is_dir() for d in dirs.values()):
+        return []
+    split = replica_split(dirs["a"], dirs["b"])
+    if split is None:
+        return []
+    names = split.params[:8]
+    other = "A" if split.run == "b" else "B"
+    return [
+        _arm(
+            split.run,
+            "sync-grads " + ",".join(names),
+            f"param:{','.join(names)} (copies part across ranks {split.ranks})",
+            f"run {split.run.upper()}'s ranks hold different copies of {', '.join(names)} after "
+            f"step {split.step}'s update while run {other}'s ranks agree: their gradients are "
+            "not averaged across the ranks",
+            f"the optimizer events of both traced runs, rank by rank; averaging those gradients "
+            f"as the backward accumulates them, in run {split.run.upper()} alone, tests it",
+            category="replica-sync",
+        )
+    ]
+
+
 def first_receivers(res: CompareResult) -> list[Divergence]:
     """Each rank's first receiver: the first paired event whose inputs already differ."""
     return [r.first_receiver for r in res.ranks if r.first_receiver is not None]
