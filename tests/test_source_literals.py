@@ -72,6 +72,26 @@ def test_name_site_matches_a_file_name_an_f_string_can_produce(tmp_path):
     assert name_site("old-ckpt-epoch0.pt.bak", [io]) is None
 
 
+def test_name_site_reads_format_and_percent_templates(tmp_path):
+    io = _write(
+        tmp_path,
+        "names.py",
+        """
+        def snap(k):
+            return "snap_{:03d}.bin".format(k)
+
+        def shard(r):
+            return "shard-%02d.pt" % r
+
+        def plain():
+            return "{}".format(1)
+        """,
+    )
+    assert name_site("snap_007.bin", [io]) == f"{io}:3"
+    assert name_site("shard-01.pt", [io]) == f"{io}:6"
+    assert name_site("7", [io]) is None
+
+
 def test_job_sources_are_the_jobs_own_modules_not_installed_packages(tmp_path):
     _write(tmp_path, "helper.py", "VALUE = 1\n")
     _write(

@@ -619,3 +619,90 @@ def test_a_module_global_a_resume_starts_again_is_put_back_and_named_where_it_is
     # A's value where B declares its resume: three batches seen after step 2
     assert proof.data.interventions == ["restore-globals warmup._seen=3"]
     assert proof.result == EvidenceResult.supported
+
+
+SNAPS = '''"""Snapshots: one file per block of steps, never rewritten (a replayed block writes the
+same bytes again), and a pointer to the newest."""
+
+import json
+import os
+
+import torch
+
+BLOCK = 4
+
+
+def snap_file(d, step):
+    return os.path.join(d, "snap_{:02d}.pt".format(step // BLOCK))
+
+
+def save(d, step, net, opt):
+    path = snap_file(d, step)
+    if not os.path.exists(path):
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict()}, path)
+    with open(os.path.join(d, "newest.json"), "w") as fh:
+        json.dump(step, fh)
+
+
+def load(d, net, opt):
+    with open(os.path.join(d, "newest.json")) as fh:
+        step = json.load(fh)
+    ck = torch.load(snap_file(d, step))
+    net.load_state_dict(ck["net"])
+    opt.load_state_dict(ck["opt"])
+    return step
+'''
+
+SNAP_TRAIN = """import os, sys
+import torch
+from triage_agent.metrics import MetricLog
+import snaps
+
+out, last, d, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+torch.manual_seed(1)
+net = torch.nn.Linear(6, 1)
+opt = torch.optim.Adam(net.parameters(), lr=0.05)
+step, resumed = 0, None
+if resume:
+    resumed = snaps.load(d, net, opt)
+    step = resumed + 1
+os.makedirs(d, exist_ok=True)
+log = MetricLog(out, rank=0, resumed_from=resumed)
+while step <= last:
+    x = torch.randn(16, 6, generator=torch.Generator().manual_seed(step))
+    loss = net(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.detach())
+    if step % 2 == 1:
+        snaps.save(d, step, net, opt)
+    step += 1
+log.close()
+"""
+
+
+def test_a_resume_that_reads_an_older_file_is_placed_at_the_template_that_names_it(tmp_path):
+    (tmp_path / "snaps.py").write_text(SNAPS)
+    (tmp_path / "train.py").write_text(SNAP_TRAIN)
+    cmd = ["{python}", "train.py", "{out}"]
+    case = resume_case(
+        tmp_path,
+        "stale-snapshot",
+        7,
+        3,
+        source_roots=[str(tmp_path)],
+        scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "snaps.py")],
+    )
+    # B: steps 0..3 saving after 1 and 3 (both into snap_00.pt, whose first write stays),
+    # then a new process resuming from step 3 with step 1's state
+    case.run_a.launch = [[*cmd, "7", "{out}/snaps", "0"]]
+    case.run_b.launch = [[*cmd, "3", "{out}/snaps", "0"], [*cmd, "7", "{out}/snaps", "1"]]
+    result, st = triage(case)
+    assert result.mismatch.step == 4
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "snaps.py:13 (names the checkpoint file snap_00.pt" in (v.location or ""), v.location
+    assert "written after step 1" in v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions[0].startswith("restore-state ")

@@ -91,15 +91,50 @@ def _pattern(node: ast.JoinedStr) -> re.Pattern[str] | None:
     return re.compile("".join(parts))
 
 
+_FIELD = re.compile(r"\{[^{}]*\}|%[-+ #0]*\d*(?:\.\d+)?[sdifgeExXr]")
+
+
+def _template(text: str) -> re.Pattern[str] | None:
+    """A regular expression for what a ``str.format`` or ``%`` template can produce."""
+    pieces = _FIELD.split(text)
+    fixed = sum(len(p) for p in pieces)
+    if len(pieces) < 2 or fixed < 3:
+        return None
+    return re.compile(".+?".join(re.escape(p) for p in pieces))
+
+
+def _producer(node: ast.AST) -> re.Pattern[str] | None:
+    """What a node that builds a string from a template can produce: an f-string, a
+    ``"...".format(...)`` call, a ``"..." % ...`` expression."""
+    if isinstance(node, ast.JoinedStr):
+        return _pattern(node)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
+        return _template(node.func.value.value)
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    ):
+        return _template(node.left.value)
+    return None
+
+
 def name_site(name: str, files: list[str]) -> str | None:
-    """'file:line' of the one f-string in the job's source that can produce the file name
-    ``name`` entire: the line that names a file. None when none or several can."""
+    """'file:line' of the one template in the job's source (an f-string, a ``.format`` or
+    ``%`` template) that can produce the file name ``name`` entire: the line that names a
+    file. None when none or several can."""
     found = []
     for path, node in _nodes(files):
-        if isinstance(node, ast.JoinedStr):
-            pat = _pattern(node)
-            if pat is not None and pat.fullmatch(name):
-                found.append(f"{path}:{node.lineno}")
+        pat = _producer(node)
+        if pat is not None and pat.fullmatch(name):
+            found.append(f"{path}:{node.lineno}")
     found = sorted(set(found))
     return found[0] if len(found) == 1 else None
 
