@@ -10,11 +10,14 @@ the missing synchronisation carries the whole difference. Division by a world si
 a power of two is exact, so the average is the reducer's to the bit there.
 
 The report beside the metrics (:data:`REPORT`) names, for each parameter averaged, the job's
-line that told DDP to leave it out, when that is how it was left out.
+line that told DDP to leave it out, or else the line that entered DDP's ``no_sync`` for the
+last backward before an optimizer step (an accumulation window whose closing micro-batch is
+not synchronised).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -60,6 +63,24 @@ def install(names: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
         ddp._set_params_and_buffers_to_ignore_for_model = staticmethod(ignore)
         hooked: set[int] = set()
+        inside: list[str | None] = [None]  # the job's line that entered DDP's no_sync, while in it
+        last_backward: list[str | None] = [None]  # that line, when the latest backward ran in it
+        averaged: dict[str, str] = {}  # target -> a name it matched, since the last step
+
+        orig_no_sync = ddp.no_sync
+
+        @contextlib.contextmanager
+        def no_sync(self: Any) -> Any:
+            where = job_line(_SKIP)
+            before = inside[0]
+            inside[0] = f"{where[0]}:{where[1]}" if where else "?"
+            try:
+                with orig_no_sync(self):
+                    yield
+            finally:
+                inside[0] = before
+
+        ddp.no_sync = no_sync
 
         def average(p: Any, name: str, target: str) -> None:
             dist = torch.distributed
@@ -70,16 +91,34 @@ def install(names: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 return
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
             p.grad.div_(world)
-            if target not in out.report:
-                at = left_out.get(target) or left_out.get(name)
+            last_backward[0] = inside[0]
+            averaged[target] = name
+
+        def before_step(opt: Any, args: Any, kwargs: Any) -> None:
+            """Why the gradients this step reads were not averaged: DDP was told to leave
+            them out, or the step's last backward ran inside no_sync."""
+            for target, name in averaged.items():
+                if target in out.report:
+                    continue
+                at, verb = (
+                    left_out.get(target) or left_out.get(name),
+                    ("tells DDP to leave it out of gradient synchronisation"),
+                )
+                if at is None and last_backward[0] is not None:
+                    at, verb = (
+                        last_backward[0],
+                        (
+                            "enters DDP's no_sync for the backward the optimizer step then reads: "
+                            "the step's gradients were never averaged across the ranks"
+                        ),
+                    )
                 out.report[target] = {
                     "at": at,
-                    "verb": "tells DDP to leave it out of gradient synchronisation"
-                    if at
-                    else "its gradient is not averaged across the ranks",
+                    "verb": verb if at else "its gradient is not averaged across the ranks",
                 }
                 out.write()
                 tell("called")
+            averaged.clear()
 
         def first_forward(mod: Any, args: Any) -> None:
             for root in root_modules():
@@ -91,6 +130,9 @@ def install(names: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     p.register_post_accumulate_grad_hook(lambda q, n=n, t=target: average(q, n, t))
 
         torch.nn.modules.module.register_module_forward_pre_hook(first_forward)
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(before_step)
         tell("patched")
 
     if "torch" in sys.modules:

@@ -98,6 +98,9 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     built: dict[int, tuple[str, int, Any, str, int | None]] = {}
     last_logged: list[int] = []
     reads: list[tuple[str, str, str | None]] = []  # (path, sha256, job's line) of each torch.load
+    restored: dict[int, int] = {}  # storage pointer of a loaded tensor -> id(its module)
+    rewritten: dict[int, str] = {}  # id(module) -> the job's line that wrote it after the load
+    settled = [False]  # the first forward ran: writes from here on are training's
     quiet = [0]  # inside this module's own snapshot: its state_dict calls are not the job's
     with open(report, "a") as fh:
         for part in parts:
@@ -122,6 +125,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             register_optimizer_step_post_hook(lambda *_: updates.__setitem__(0, updates[0] + 1))
             for cls in (torch.nn.Module, torch.optim.Optimizer):
                 watch_state_dicts(cls)
+            watch_writes_after_load(torch)
         watch_reads(torch)
         name = "triage_agent.metrics"
         if name in sys.modules:
@@ -136,9 +140,40 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
             where = job_line(_SKIP)
             if where is not None:
                 loaded[id(self)] = f"{where[0]}:{where[1]}"
-            return orig(self, *args, **kwargs)
+            out = orig(self, *args, **kwargs)
+            if not quiet[0] and hasattr(self, "parameters"):
+                for t in (*self.parameters(), *self.buffers()):
+                    if (ptr := _storage(t)) is not None:
+                        restored[ptr] = id(self)
+            return out
 
         cls.load_state_dict = load_state_dict
+
+    def watch_writes_after_load(torch: Any) -> None:
+        """The job's last in-place write into a module's restored parameters or buffers
+        between its load and the first forward (a set-up that initialises again): the line
+        that undid the restore, where the load itself was right."""
+        from torch.overrides import TorchFunctionMode
+
+        from .outplace import out_of_place
+
+        class WritesAfterLoad(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+                kwargs = kwargs or {}
+                if (
+                    restored
+                    and not settled[0]
+                    and not quiet[0]
+                    and args
+                    and isinstance(args[0], torch.Tensor)
+                    and out_of_place(func, kwargs) is not None
+                    and (owner := restored.get(_storage(args[0]))) is not None
+                    and (where := job_line(_SKIP)) is not None
+                ):
+                    rewritten[owner] = f"{where[0]}:{where[1]}"
+                return func(*args, **kwargs)
+
+        WritesAfterLoad().__enter__()  # a pass-through once the first forward has run
 
     def watch_reads(torch: Any) -> None:
         """Each checkpoint file the job reads, by content: a file an earlier save wrote and
@@ -559,13 +594,21 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 k = int(part[5:] or 0)
                 if k < len(roots):
                     at = loaded.get(id(roots[k]))  # the job's load, before this one
+                    after = next(
+                        (rewritten[id(m)] for m in roots[k].modules() if id(m) in rewritten),
+                        None,
+                    )
                     roots[k].load_state_dict(saved)
                     said[part] = {
                         "what": f"{type(roots[k]).__name__} ({len(saved)} tensors)",
-                        "loaded_at": at,
+                        "loaded_at": after or at,
                         # the main model: what was saved may be where it went wrong
                         "written_at": snap.get("_written_at") if k == 0 else None,
                     } | later(snap, "model")
+                    if after:
+                        # the load was right, and a later write undid it
+                        said[part]["verb"] = "writes the restored state again after the load"
+                        said[part].pop("written_at", None)
         return said
 
     def on_metrics(metrics: Any) -> None:
@@ -658,6 +701,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 if not handle:  # a teacher's forward under no_grad counts: it reads the part
                     return
                 handle.pop().remove()
+                settled[0] = True
                 said = early | put_back(snap)
                 if stale := stale_reads(log, resumed):
                     for part in said:
@@ -747,6 +791,13 @@ def _tensors(obj: Any, depth: int = 0) -> list[Any]:
     if isinstance(obj, list | tuple):
         return [t for v in obj for t in _tensors(v, depth + 1)]
     return [obj]
+
+
+def _storage(t: Any) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return None
 
 
 def _written_path(log: Any) -> str:

@@ -53,7 +53,7 @@ from .declared import declared_differences, hypothesis_for
 from .execution_setting import EXECUTION_POLICIES, read_policy_proof
 from .fixcheck import validate_fix, validate_revert
 from .markers import done_for, unchanged_since_verdict
-from .moves import make, traced_replica_arms
+from .moves import make, outside_the_change, traced_replica_arms
 from .options import RunOptions
 from .recorded import sentinel_reading
 from .situation import Situation
@@ -258,7 +258,9 @@ def situation(
         latest = {e.id: e for e in st.evidence}.get(prior.evidence.id, prior.evidence)
         sit.trace = prior.model_copy(update={"evidence": latest})
         sit.traced = True
-        sit.trace_arms = traced_replica_arms(sit) + extra_call_arms(case, sit.trace.extra_calls)[0]
+        sit.trace_arms = outside_the_change(
+            case, traced_replica_arms(sit) + extra_call_arms(case, sit.trace.extra_calls)[0]
+        )[0]
         for a in sit.trace_arms:
             sit.where.setdefault(a.hypothesis.id, a.location)
     return sit

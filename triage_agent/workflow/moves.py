@@ -44,7 +44,7 @@ from .structural import (
     is_draw,
     replica_arms,
 )
-from .tree_narrowing import narrow_tree_change
+from .tree_narrowing import narrow_tree_change, tree_pair
 
 Status = Callable[[str, str], None]
 What = Literal[
@@ -217,9 +217,36 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
         for line in seen:
             sit.ledger.note(f"first receiver: {line}")
         replicas = traced_replica_arms(sit)
-        sit.trace_arms = replicas + carried + found
-        for a in replicas + found:
+        kept, shared = outside_the_change(sit.case, replicas + carried + found)
+        for a in shared:
+            sit.ledger.note(
+                f"not tested while the runs' source trees differ: {a.intervention} "
+                f"({a.location}) lies in code both runs share, so it can show how the change "
+                "reaches training but not which change it is; the trees are narrowed instead"
+            )
+        sit.trace_arms = kept
+        for a in kept:
             sit.where.setdefault(a.hypothesis.id, a.location)
+
+
+def outside_the_change(case, arms: list[Arm]) -> tuple[list[Arm], list[Arm]]:
+    """(arms to test, arms held): when the runs take their code from two source trees (a
+    library's version N against N+1 on a path variable), an arm placed in a file outside
+    both trees is in code both runs run alike; proving it would name where the change
+    shows, not the change. Those wait for the trees to be narrowed to their hunks."""
+    keys = set(case.run_a.env) | set(case.run_b.env)
+    trees = [t for k in sorted(keys) if (t := tree_pair(case, k)) is not None]
+    if not trees:
+        return arms, []
+    roots = [d.resolve() for da, db, _ in trees for d in (da, db)]
+    kept, held = [], []
+    for a in arms:
+        file = a.location.split(" ", 1)[0].rpartition(":")[0]
+        spec = case.run_b if a.run == "b" else case.run_a
+        path = Path(file) if Path(file).is_absolute() else Path(spec.cwd or ".") / file
+        inside = any(path.resolve().is_relative_to(r) for r in roots)
+        (kept if inside or not file or not path.is_file() else held).append(a)
+    return kept, held
 
 
 def traced_replica_arms(sit: Situation) -> list:
