@@ -115,3 +115,85 @@ def test_a_parameter_left_out_of_ddp_sync_is_averaged_back_and_named_where_it_wa
     assert "ranks hold different copies" in hyp.statement and "run A's ranks agree" in (
         hyp.statement
     )
+
+
+ACCUM = '''"""Accumulation over micro-batches, all-reducing only on the last one."""
+
+import contextlib
+
+
+def fit(model, opt, batches, every, fast):
+    for k, x in enumerate(batches):
+        closing = (k + 1) % every == 0
+        skip = (k % every != 0) if fast else not closing
+        with model.no_sync() if skip else contextlib.nullcontext():
+            model(x).pow(2).mean().div(every).backward()
+        if closing:
+            opt.step()
+            opt.zero_grad()
+            yield k // every
+'''
+
+ACCUM_TRAIN = """import argparse
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from triage_agent.metrics import MetricLog
+import accum
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--fast", action="store_true")
+args = p.parse_args()
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.set_num_threads(1)
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+model = DDP(net)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+batches = [torch.randn(4, 6, generator=torch.Generator().manual_seed(10 * i + rank))
+           for i in range(9)]
+with MetricLog(args.out, rank=rank) as log:
+    for step in accum.fit(model, opt, batches, 3, args.fast):
+        log.log(step, w=net[2].weight.detach().sum())
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_a_step_whose_last_backward_ran_in_no_sync_is_named_where_no_sync_is_entered(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(ACCUM_TRAIN)
+    (src / "accum.py").write_text(ACCUM)
+
+    def run(name: str, *flags: str) -> RunSpec:
+        launch = [
+            "{python}",
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "train.py",
+            "--out",
+            "{out}",
+            *flags,
+        ]
+        return RunSpec(name=name, metrics="{out}", cwd=str(src), launch=[launch])
+
+    case = Case(
+        name="no-sync-window",
+        workspace=str(tmp_path / "ws"),
+        source_roots=[str(src)],
+        run_a=run("a"),
+        run_b=run("b", "--fast"),
+        timeout_s=180,
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "accum.py:10 (enters DDP's no_sync" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions[0].startswith("sync-grads ")

@@ -706,3 +706,43 @@ def test_a_resume_that_reads_an_older_file_is_placed_at_the_template_that_names_
     assert "written after step 1" in v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions[0].startswith("restore-state ")
+
+
+SETUP = '''"""Set-up run at every start: the output bias starts at zero."""
+
+import torch
+
+
+def start(net):
+    with torch.no_grad():
+        net.bias.zero_()
+'''
+
+
+def test_a_set_up_that_writes_over_the_restored_model_is_named_not_the_load(tmp_path):
+    (tmp_path / "setup.py").write_text(SETUP)
+    (tmp_path / "train.py").write_text(
+        resume_job(
+            "x",
+            "x = torch.randn(16, 6)",
+            imports="import setup",
+            on_resume="setup.start(net)",
+        )
+    )
+    case = resume_case(
+        tmp_path,
+        "setup-after-load",
+        5,
+        2,
+        source_roots=[str(tmp_path)],
+        scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "setup.py")],
+    )
+    result, st = triage(case)
+    assert result.mismatch.step == 3
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "setup.py:8 (writes the restored state again after the load" in (v.location or ""), (
+        v.location
+    )
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["restore-state model"]

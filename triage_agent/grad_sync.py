@@ -70,15 +70,18 @@ def install(names: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         orig_no_sync = ddp.no_sync
 
         @contextlib.contextmanager
-        def no_sync(self: Any) -> Any:
-            where = job_line(_SKIP)
+        def tracking(model: Any, where: str) -> Any:
             before = inside[0]
-            inside[0] = f"{where[0]}:{where[1]}" if where else "?"
+            inside[0] = where
             try:
-                with orig_no_sync(self):
+                with orig_no_sync(model):
                     yield
             finally:
                 inside[0] = before
+
+        def no_sync(self: Any) -> Any:
+            where = job_line(_SKIP)  # the job's line that asks for the context
+            return tracking(self, f"{where[0]}:{where[1]}" if where else "?")
 
         ddp.no_sync = no_sync
 

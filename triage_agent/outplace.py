@@ -31,6 +31,23 @@ def _at(site: str, where: tuple[str, int]) -> bool:
     )
 
 
+# in-place by name, and yet no write to the values: flags and sharing
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_"})
+
+
+def is_in_place(func: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a torch call writes into its first argument (``x.fill_(v)``, ``x += y``,
+    ``F.relu(x, inplace=True)``), whether or not it has an out-of-place twin."""
+    if kwargs.get("inplace") is True:
+        return True
+    name = getattr(func, "__name__", "")
+    if name in _NOT_WRITES:
+        return False
+    return (name.startswith("__i") and name.endswith("__")) or (
+        name.endswith("_") and not name.endswith("__")
+    )
+
+
 def out_of_place(func: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
     """The out-of-place form of an in-place call, or None when it has none."""
     if kwargs.get("inplace") is True:

@@ -155,7 +155,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
         that undid the restore, where the load itself was right."""
         from torch.overrides import TorchFunctionMode
 
-        from .outplace import out_of_place
+        from .outplace import is_in_place
 
         class WritesAfterLoad(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
@@ -166,7 +166,7 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                     and not quiet[0]
                     and args
                     and isinstance(args[0], torch.Tensor)
-                    and out_of_place(func, kwargs) is not None
+                    and is_in_place(func, kwargs)
                     and (owner := restored.get(_storage(args[0]))) is not None
                     and (where := job_line(_SKIP)) is not None
                 ):

@@ -27,7 +27,7 @@ from typing import Any
 
 from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
 from .metrics_reports import BesideMetrics
-from .outplace import out_of_place
+from .outplace import is_in_place
 
 REPORT = ".triage-keep-saved.json"
 _SKIP = (TORCH, PROJECT, DEEPSPEED)
@@ -131,7 +131,7 @@ def install() -> None:
                 and not quiet[0]
                 and args
                 and isinstance(args[0], torch.Tensor)
-                and out_of_place(func, kwargs) is not None
+                and is_in_place(func, kwargs)
                 and (ptr := _storage(args[0])) in live
                 and (where := job_line(_SKIP)) is not None
             ):

@@ -217,15 +217,24 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
         for line in seen:
             sit.ledger.note(f"first receiver: {line}")
         replicas = traced_replica_arms(sit)
-        kept, shared = outside_the_change(sit.case, replicas + carried + found)
-        for a in shared:
-            sit.ledger.note(
-                f"not tested while the runs' source trees differ: {a.intervention} "
-                f"({a.location}) lies in code both runs share, so it can show how the change "
-                "reaches training but not which change it is; the trees are narrowed instead"
-            )
-        sit.trace_arms = kept
-        for a in kept:
+        sit.trace_arms = []
+        _add_trace_arms(sit, replicas + carried + found)
+
+
+def _add_trace_arms(sit: Situation, arms: list[Arm]) -> None:
+    """Add what a trace proposes, once each, less what lies in code two source trees share."""
+    kept, shared = outside_the_change(sit.case, arms)
+    for a in shared:
+        sit.ledger.note(
+            f"not tested while the runs' source trees differ: {a.intervention} "
+            f"({a.location}) lies in code both runs share, so it can show how the change "
+            "reaches training but not which change it is; the trees are narrowed instead"
+        )
+    known = {(a.run, a.intervention) for a in sit.trace_arms}
+    for a in kept:
+        if (a.run, a.intervention) not in known:
+            known.add((a.run, a.intervention))
+            sit.trace_arms.append(a)
             sit.where.setdefault(a.hypothesis.id, a.location)
 
 
@@ -314,11 +323,7 @@ def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
     found, said = extra_call_arms(sit.case, draws + [c for c in ctx.extra_calls if c not in draws])
     for line in said[:3]:
         sit.ledger.note(f"extra call not testable: {line}")
-    known = {(a.run, a.intervention) for a in sit.trace_arms}
-    for a in found:
-        if (a.run, a.intervention) not in known:
-            sit.trace_arms.append(a)
-            sit.where.setdefault(a.hypothesis.id, a.location)
+    _add_trace_arms(sit, found)
 
 
 BACK_STEPS = 16  # how far back a producer is searched: a trace of every op of each step
@@ -349,11 +354,7 @@ def _trace_back(move: Move, sit: Situation, status: Status) -> None:
         else f"no event of steps {lo}-{step} wrote the first receiver's unproduced inputs"
     )
     sit.ledger.add_evidence(ev)
-    known = {(a.run, a.intervention) for a in sit.trace_arms}
-    for a in found:
-        if (a.run, a.intervention) not in known:
-            sit.trace_arms.append(a)
-            sit.where.setdefault(a.hypothesis.id, a.location)
+    _add_trace_arms(sit, found)
 
 
 def _arm(move: Move, sit: Situation, status: Status) -> None:
