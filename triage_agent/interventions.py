@@ -368,7 +368,7 @@ def parse_intervention(text: str) -> Intervention:
             return RestoreAttrsIntervention(attrs=_parse_attrs(text, rest))
         if word == "sync-grads":
             params = [p.strip() for p in rest.split(",") if p.strip()]
-            if not params or not all(re.fullmatch(r"[A-Za-z_][\w.]*", p) for p in params):
+            if not params or not all(re.fullmatch(r"\w[\w.]*", p) for p in params):
                 raise _bad(text, "expected sync-grads NAME[,NAME] (parameter names)")
             return SyncGradsIntervention(params=params)
         if word == "restore-globals":
