@@ -603,13 +603,18 @@ def test_seed_rng_makes_a_call_draw_by_its_arguments_and_puts_the_streams_back(
         "class Data:\n"
         "    def item(self, index, scale=1.0):\n"
         "        return (torch.randn(3) * scale, float(np.random.rand()), random.random())\n"
+        "    def mask(self, x):\n"
+        "        return torch.rand_like(x)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert (
         parse_intervention("seed-rng draws_mod_xyz:Data.item").target == "draws_mod_xyz:Data.item"
     )
     spec = PatchFile(
-        patches=[FunctionPatch(target="draws_mod_xyz:Data.item", seed_rng=True)],
+        patches=[
+            FunctionPatch(target="draws_mod_xyz:Data.item", seed_rng=True),
+            FunctionPatch(target="draws_mod_xyz:Data.mask", seed_rng=True),
+        ],
         report=str(tmp_path / "report.jsonl"),
     )
     before = list(sys.meta_path)
@@ -630,6 +635,10 @@ def test_seed_rng_makes_a_call_draw_by_its_arguments_and_puts_the_streams_back(
         torch.manual_seed(0)
         draws_mod_xyz.Data().item(7)
         assert torch.equal(torch.get_rng_state(), state)  # the caller's stream is untouched
+        # a call named by nothing plain (a tensor, self) is not given one seed for every
+        # call: it draws from the stream as it would, and each call draws anew
+        x = torch.zeros(4)
+        assert not torch.equal(draws_mod_xyz.Data().mask(x), draws_mod_xyz.Data().mask(x))
     finally:
         sys.meta_path[:] = before
         sys.modules.pop("draws_mod_xyz", None)

@@ -475,19 +475,27 @@ def _plain_args(v: Any, depth: int = 0) -> Any:
     return "-"
 
 
+def _identifies(v: Any) -> bool:
+    """Whether a call's plain arguments hold a value that tells its calls apart (a number,
+    a string), not only placeholders for tensors and objects."""
+    if isinstance(v, list | tuple):
+        return any(_identifies(x) for x in v)
+    return v is not None and v != "-" and not isinstance(v, bool)
+
+
 def _seeded(original: Callable[..., Any], target: str) -> Callable[..., Any]:
     """``original`` run with every global generator seeded from its call (``target`` and the
     plain arguments), and every stream put back when it returns."""
     import hashlib
 
     def seeded(*args: Any, **kwargs: Any) -> Any:
-        key = json.dumps(
-            [
-                target,
-                _plain_args(list(args)),
-                sorted((k, _plain_args(v)) for k, v in kwargs.items()),
-            ]
-        )
+        plain = [_plain_args(list(args)), sorted((k, _plain_args(v)) for k, v in kwargs.items())]
+        if not _identifies([plain[0], [v for _, v in plain[1]]]):
+            # nothing in the call names it (only tensors and objects): one seed for every
+            # call would make each call draw the same values, which tests nothing about
+            # where its draws come from; the call runs as it is
+            return original(*args, **kwargs)
+        key = json.dumps([target, *plain])
         seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
         snap = rng_snapshot()
         try:
