@@ -238,9 +238,15 @@ def test_a_checkpoint_inside_an_accumulation_window_is_proven_by_its_gradients(t
     proof = _proof(st)
     assert proof.data.interventions == ["restore-state grads"]
     assert proof.result == EvidenceResult.supported
-    # no load brings gradients back: the place is the line that writes the checkpoint
+    # no load brings gradients back: the place is the dict that lists what the checkpoint
+    # holds (here the torch.save line itself), and the line that writes it
     line = next(i for i, s in enumerate(WINDOW_JOB.splitlines(), 1) if "torch.save(" in s)
-    assert f"train.py:{line} (writes the checkpoint" in (v.location or ""), v.location
+    assert f"train.py:{line} (lists what the checkpoint holds: micro, net, opt" in (
+        v.location or ""
+    ), v.location
+    assert f"written at {case.run_b.cwd}/train.py:{line} without grads" in v.location or (
+        f"written at train.py:{line} without grads" in v.location
+    ), v.location
 
 
 MONITOR = """import torch

@@ -418,16 +418,23 @@ def _outplace_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
 
 
 def _keep_saved_arms(case: Case, ordered: list[Candidate]) -> list[Arm]:
-    """An in-place op of the job's own code that one run makes: it may write over a tensor
-    autograd saved for the backward, past the version counter (through ``.data``), so the
-    forward looks alike and the gradients do not. Every saved tensor copied when saved, in
-    the run that makes the write, tests it (keep-saved); its report names the lines that
-    wrote into a saved tensor that changed."""
+    """An in-place op of the job's own code that one run makes where the other makes the
+    same op out of place: beside clobbering a value the forward reads again (outplace), the
+    write may land on a tensor autograd saved for the backward, past the version counter
+    (through ``.data``), so the forward looks alike and the gradients do not. Every saved
+    tensor copied when saved, in the run that makes the write, tests it (keep-saved); its
+    report names the lines that wrote into a saved tensor that changed."""
     for c in ordered:
         if c.kind not in ("extra", "missing") or not c.call_site or c.event_kind != "op":
             continue
         name = c.event.rsplit("::", 1)[-1].split(".", 1)[0]
         if not name.endswith("_") or name.endswith("__"):
+            continue
+        other = "missing" if c.kind == "extra" else "extra"
+        if not any(
+            o.kind == other and o.step == c.step and _plain(o.event) == _plain(c.event)
+            for o in ordered
+        ):
             continue
         run = "b" if c.kind == "extra" else "a"
         spec = case.run_b if run == "b" else case.run_a
