@@ -73,9 +73,12 @@ def test_a_write_equal_to_the_leftover_compares_equal_to_one_that_is_not(tmp_pat
     held = torch.from_numpy(written.copy())
     # the allocator may hand b the very block a freed, bytes and all: fill that block with
     # other bytes first, so b's leftover differs by construction, not by chance
-    scratch = torch.empty(64)
-    scratch.numpy().view(np.int32)[:] = ~written.view(np.int32)
-    del scratch
+    # (several blocks: the tracer's own allocations of that size may take the first ones,
+    # and the block a's run freed, still holding a's bytes, must not be the one b is handed)
+    scratch = [torch.empty(64) for _ in range(16)]
+    for block in scratch:
+        block.numpy().view(np.int32)[:] = ~written.view(np.int32)
+    del scratch, block
     seen = {}
 
     def same_bytes(leftover):
