@@ -66,33 +66,25 @@ def lean(model):
 '''
 
 
-def _case(tmp_path: Path) -> Case:
+def _ddp_case(tmp_path: Path, name: str, files: dict[str, str], b_flag: str) -> Case:
+    """Runs A and B of ``train.py`` (beside ``files``) on two gloo ranks under torchrun; B
+    gets ``b_flag``."""
     src = tmp_path / "src"
     src.mkdir()
-    (src / "train.py").write_text(TRAIN)
-    (src / "comm.py").write_text(COMM)
+    for file, text in files.items():
+        (src / file).write_text(text)
 
-    def run(name: str, *flags: str) -> RunSpec:
-        launch = [
-            "{python}",
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "train.py",
-            "--out",
-            "{out}",
-            *flags,
-        ]
-        return RunSpec(name=name, metrics="{out}", cwd=str(src), launch=[launch])
+    def run(run_name: str, *flags: str) -> RunSpec:
+        launch = ["{python}", "-m", "torch.distributed.run", "--standalone"]
+        launch += ["--nproc-per-node", "2", "train.py", "--out", "{out}", *flags]
+        return RunSpec(name=run_name, metrics="{out}", cwd=str(src), launch=[launch])
 
     return Case(
-        name="lean-sync",
+        name=name,
         workspace=str(tmp_path / "ws"),
         source_roots=[str(src)],
         run_a=run("a"),
-        run_b=run("b", "--lean-sync"),
+        run_b=run("b", b_flag),
         timeout_s=180,
     )
 
@@ -100,7 +92,9 @@ def _case(tmp_path: Path) -> Case:
 def test_a_parameter_left_out_of_ddp_sync_is_averaged_back_and_named_where_it_was_left_out(
     tmp_path,
 ):
-    result, st = triage(_case(tmp_path))
+    result, st = triage(
+        _ddp_case(tmp_path, "lean-sync", {"train.py": TRAIN, "comm.py": COMM}, "--lean-sync")
+    )
     v = result.verdict
     assert v is not None and v.classification.value == "bug", v
     # the line that hands DDP the names to leave out, not the flag that reaches it
@@ -163,33 +157,8 @@ dist.destroy_process_group()
 
 
 def test_a_step_whose_last_backward_ran_in_no_sync_is_named_where_no_sync_is_entered(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(ACCUM_TRAIN)
-    (src / "accum.py").write_text(ACCUM)
-
-    def run(name: str, *flags: str) -> RunSpec:
-        launch = [
-            "{python}",
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "train.py",
-            "--out",
-            "{out}",
-            *flags,
-        ]
-        return RunSpec(name=name, metrics="{out}", cwd=str(src), launch=[launch])
-
-    case = Case(
-        name="no-sync-window",
-        workspace=str(tmp_path / "ws"),
-        source_roots=[str(src)],
-        run_a=run("a"),
-        run_b=run("b", "--fast"),
-        timeout_s=180,
+    case = _ddp_case(
+        tmp_path, "no-sync-window", {"train.py": ACCUM_TRAIN, "accum.py": ACCUM}, "--fast"
     )
     result, st = triage(case)
     v = result.verdict
