@@ -99,3 +99,14 @@ def test_a_difference_first_seen_at_step_1_is_the_first_update(tmp_path):
     assert any("first optimizer step (step 0)" in f for f in rep.facts)
     scan = scan_request(_case(tmp_path), rep)
     assert scan.phase == "first-step"  # the probes judge it like the first step
+
+
+def test_a_config_among_the_scan_paths_is_left_to_the_config_diff_not_scanned(tmp_path):
+    _write(tmp_path / "a", range(6), ranks=(1,))
+    _write(tmp_path / "b", range(6), diverge_at=1, ranks=(1,))
+    (tmp_path / "train.py").write_text("import json\n")
+    (tmp_path / "config.json").write_text("{}\n")
+    case = _case(tmp_path, scan_paths=[str(tmp_path / "train.py"), str(tmp_path / "config.json")])
+    scan = scan_request(case, characterize(case))
+    assert str(tmp_path / "train.py") in scan.paths
+    assert not any(p.endswith("config.json") for p in scan.paths)

@@ -139,6 +139,13 @@ def framework_paths(case: Case) -> list[str]:
     return out
 
 
+def _scannable(path: str) -> bool:
+    from probes.unit import lang_for
+
+    p = Path(path)
+    return p.is_dir() or lang_for(p.name) is not None
+
+
 def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
     from probes.scan import DEFAULT_EXCLUDES, ScanRequest
 
@@ -154,8 +161,11 @@ def scan_request(case: Case, rep: MismatchReport, max_seconds: float = 20.0):
             max_seconds=max_seconds,
             exclude_globs=[*DEFAULT_EXCLUDES, *case.exclude_globs],
         )
-    # The case's own code first, then the installed frameworks its scripts import.
-    paths = [*(case.scan_paths or case.source_roots), *framework_paths(case)]
+    # The case's own code first, then the installed frameworks its scripts import. A scan
+    # path may name a config the job reads (JSON, YAML): the scan reads source, and the
+    # config's keys reach the workflow as declared differences instead.
+    own = [p for p in case.scan_paths if _scannable(p)] or case.source_roots
+    paths = [*own, *framework_paths(case)]
     return ScanRequest(
         paths=paths,
         phase=phase,
