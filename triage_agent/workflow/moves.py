@@ -303,14 +303,21 @@ def _trace_ops(sit: Situation, status: Status, steps: tuple[int, int], label: st
     return ctx, res, ev
 
 
+def draw_window(sit: Situation) -> tuple[int, int]:
+    """The steps a search for who moved a generator traces: the draw's step and the one
+    before it. A draw made during initialisation (step -1) is searched over the first step,
+    whose trace holds initialisation's events too."""
+    assert sit.trace is not None and sit.trace.origin is not None
+    first = sit.rep.diff.common_steps[0] if sit.rep.diff.common_steps else 0
+    step = max(sit.trace.origin.step, first)
+    return max(step - 1, first), step
+
+
 def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
     """Who moved the generator: every op of the step before the draw and of the draw's own,
     so a draw (or a seeding) only one run makes between the last equal boundary and the
     origin is an event one run executes, with its call site."""
-    assert sit.trace is not None and sit.trace.origin is not None
-    step = sit.trace.origin.step
-    first = sit.rep.diff.common_steps[0] if sit.rep.diff.common_steps else 0
-    lo = max(step - 1, first)
+    lo, step = draw_window(sit)
     ctx, res, ev = _trace_ops(sit, status, (lo, step), "who moved the generator")
     if res is None:
         return

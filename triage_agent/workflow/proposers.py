@@ -38,7 +38,7 @@ from .arms import Arm, prior_rerun
 from .boundary_state import proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for, selects_computation, uncontrolled
-from .moves import Move, arm_move, back_from, moved_generator
+from .moves import Move, arm_move, back_from, draw_window, moved_generator
 from .situation import Situation, relaunchable, same_program
 from .structural import is_draw
 from .tree_narrowing import tree_pair
@@ -389,13 +389,13 @@ def traced(sit: Situation) -> list[Move]:
     if moved_generator(sit) and not any(
         is_draw(a.location) or "isolate-rng" in a.intervention for a in sit.trace_arms
     ):
-        step = sit.trace.origin.step if sit.trace.origin else 0
+        lo, step = draw_window(sit) if sit.trace.origin else (0, 0)
         out.append(
             Move(
                 key="trace-draws",
                 kind="observe",
                 what="trace-draws",
-                said=f"trace every op of steps {max(step - 1, 0)}-{step} of both runs: who moved "
+                said=f"trace every op of steps {lo}-{step} of both runs: who moved "
                 "the generator the first differing draw read",
                 cost_s=3 * sit.launch_s,
                 gain=TRACED,
