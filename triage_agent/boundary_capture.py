@@ -631,11 +631,6 @@ def install() -> None:
 
 def chain_next() -> None:
     """Run the ``sitecustomize`` ours shadows, as Python would have."""
-    import importlib.machinery
-    import importlib.util
+    from .site_chain import chain_next as chain
 
-    skip = {str(INJECT_DIR), str(Path(__file__).resolve().parent / "fingerprint" / "inject")}
-    others = [p for p in sys.path if p and os.path.abspath(p) not in skip]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
-    if spec is not None and spec.loader is not None:
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    chain({str(INJECT_DIR), str(Path(__file__).resolve().parent / "fingerprint" / "inject")})

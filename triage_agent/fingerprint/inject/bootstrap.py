@@ -18,8 +18,6 @@
 from __future__ import annotations
 
 import atexit
-import importlib.machinery
-import importlib.util
 import os
 import sys
 
@@ -110,9 +108,6 @@ def _finish() -> None:
 
 def _chain() -> None:
     """Run the sitecustomize ours shadows, if any, as Python would have."""
-    others = [p for p in sys.path if p and os.path.abspath(p) != str(INJECT_DIR)]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from ...site_chain import chain_next
+
+    chain_next({str(INJECT_DIR)})
