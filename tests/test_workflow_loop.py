@@ -746,3 +746,59 @@ def test_a_set_up_that_writes_over_the_restored_model_is_named_not_the_load(tmp_
     )
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["restore-state model"]
+
+
+OPTIONS = """def option(text, default):
+    # an unset option keeps its default
+    return float(text) or default
+"""
+
+SMOOTHED_TRAIN = """import argparse
+import torch
+import torch.nn.functional as F
+from options import option
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--label-smoothing", default="0.0")
+args = p.parse_args()
+smoothing = option(args.label_smoothing, 0.1) if args.label_smoothing != "0.0" else 0.0
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+log = MetricLog(args.out)
+for step in range(5):
+    g = torch.Generator().manual_seed(step)
+    x, y = torch.randn(12, 6, generator=g), torch.randint(0, 4, (12,), generator=g)
+    loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.item())
+log.close()
+"""
+
+
+def test_a_flag_that_restates_the_default_and_is_read_as_another_value_is_a_bug_where_it_is_read(
+    tmp_path,
+):
+    # B passes --label-smoothing 0, which states A's value; the job's reader turns 0 into its
+    # default 0.1. Dropping the flag proves it carries the difference; following its text
+    # finds the function that made another value of it, and giving back what the text
+    # states there, the flag kept, makes every step match.
+    case = flags_case(
+        tmp_path,
+        "restated-flag",
+        {"train.py": SMOOTHED_TRAIN, "options.py": OPTIONS},
+        [],
+        ["--label-smoothing", "0"],
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert (v.location or "").startswith("options.py:3 (option)"), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["as-stated options:option=0"]
+    read = [n["text"] for n in st.notes if n.get("texts_read")]
+    assert read and "options:option (options.py:3) made 0.1 of '0'" in read[0], read

@@ -29,6 +29,10 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           handed (a module's parameters, buffers and
                                                           gradients too) and modules' modes put back
                                                           after it
+``as-stated pkg.mod:Qual.name=TEXT``            stated     the function runs as it is; where it is
+                                                          handed TEXT (a launch's flag value), it
+                                                          returns the value TEXT states instead
+                                                          (:mod:`.stated_values`)
 ``restore-state PART[,PART]``                   restore    after a resume, at its first module forward,
                                                           the parts the saving process had at that step
                                                           (or at its end, if it logged no later step):
@@ -159,6 +163,12 @@ class IsolateWritesIntervention(BaseModel):
     target: str = Field(pattern=CALLABLE_RE.pattern)
 
 
+class AsStatedIntervention(BaseModel):
+    kind: Literal["as-stated"] = "as-stated"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+    text: str = Field(min_length=1, description="the launch's text the function is handed")
+
+
 class RestoreStateIntervention(BaseModel):
     kind: Literal["restore-state"] = "restore-state"
     parts: list[str] = Field(min_length=1, description="modelK (K >= 1) or optimizer")
@@ -278,6 +288,7 @@ Intervention = Annotated[
     | IsolateRngIntervention
     | SeedRngIntervention
     | IsolateWritesIntervention
+    | AsStatedIntervention
     | PinSeedIntervention
     | OutplaceIntervention
     | RestoreStateIntervention
@@ -296,7 +307,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
+    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
     "rebind-optimizer, keep-saved, "
@@ -385,6 +396,11 @@ def parse_intervention(text: str) -> Intervention:
             if not CALLABLE_RE.fullmatch(rest):
                 raise _bad(text, "expected isolate-writes pkg.module:Qualified.name")
             return IsolateWritesIntervention(target=_not_main(text, rest))
+        if word == "as-stated":
+            target, eq, said = rest.partition("=")
+            if not eq or not said or not CALLABLE_RE.fullmatch(target):
+                raise _bad(text, "expected as-stated pkg.module:Qualified.name=TEXT")
+            return AsStatedIntervention(target=_not_main(text, target), text=said)
         if word == "suppress":
             target, at, scope = rest.partition("@")
             site = scope if at and re.fullmatch(SITE_RE, scope) else None
@@ -513,6 +529,12 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"isolate-writes {t}",
                 f"{t} run with the tensors it is handed put back after it (its writes do not "
                 "reach training)",
+            )
+        case AsStatedIntervention(target=t, text=said):
+            return (
+                f"as-stated {t}={said}",
+                f"{t} run as it is, returning what the text {said!r} states where it is "
+                "handed that text",
             )
         case RestoreStateIntervention(parts=ps):
             return (
@@ -870,7 +892,8 @@ def plan(
             | ReplaceIntervention
             | IsolateRngIntervention
             | SeedRngIntervention
-            | IsolateWritesIntervention,
+            | IsolateWritesIntervention
+            | AsStatedIntervention,
         )
     ]
     targets += [
@@ -913,6 +936,8 @@ def plan(
                 changes.patches.append(FunctionPatch(target=t, seed_rng=True))
             case IsolateWritesIntervention(target=t):
                 changes.patches.append(FunctionPatch(target=t, isolate_writes=True))
+            case AsStatedIntervention(target=t, text=said):
+                changes.patches.append(FunctionPatch(target=t, as_stated=said))
             case RestoreAttrsIntervention():
                 changes.patches += iv.patches()
             case RestoreGlobalsIntervention(values=vs):

@@ -365,6 +365,12 @@ class FunctionPatch(BaseModel):
         "what it returns is kept",
     )
 
+    as_stated: str | None = Field(
+        default=None,
+        description="call the function itself; where one of its arguments is this text, return "
+        "the value the text states, in the type the function returned (:mod:`.stated_values`)",
+    )
+
     @field_validator("target", "replacement")
     @classmethod
     def _callable_name(cls, v: str | None) -> str | None:
@@ -404,6 +410,11 @@ class PatchFile(BaseModel):
     sync_grads: list[str] = Field(
         default_factory=list,
         description="parameters whose gradients are averaged across ranks (:mod:`.grad_sync`)",
+    )
+    follow: list[str] = Field(
+        default_factory=list,
+        description="texts whose conversions by the job's functions are recorded until the "
+        "first module forward (:mod:`.stated_values`)",
     )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
@@ -635,6 +646,10 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
         impl = [_isolated_writes(original)]
     if patch.set_after is not None:
         impl = [_then_set(original, patch.set_after)]
+    if patch.as_stated is not None:
+        from .stated_values import as_stated
+
+        impl = [as_stated(original, patch.as_stated)]
     called = [False]
     if patch.scope == "init":
         _watch_init()
@@ -713,6 +728,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .module_globals import install as install_globals
 
         install_globals(spec.restore_globals, spec.report, pending)
+    if spec.follow:
+        from .stated_values import install as install_follow
+
+        install_follow(spec.follow, pending)
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

@@ -104,6 +104,10 @@ class LaunchChanges(BaseModel):
     sync_grads: list[str] = Field(
         default_factory=list, description="parameters whose gradients are averaged across ranks"
     )
+    follow: list[str] = Field(
+        default_factory=list,
+        description="texts whose conversions by the job's own functions are recorded",
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -121,6 +125,7 @@ class LaunchChanges(BaseModel):
             or self.restore_state
             or self.restore_globals
             or self.sync_grads
+            or self.follow
             or self.source_digest
             or self.described
         )
@@ -741,6 +746,7 @@ def materialize(
         or changes.restore_state
         or changes.restore_globals
         or changes.sync_grads
+        or changes.follow
     ):
         spec = PatchFile(
             patches=changes.patches,
@@ -750,6 +756,7 @@ def materialize(
             restore_state=changes.restore_state,
             restore_globals=changes.restore_globals,
             sync_grads=changes.sync_grads,
+            follow=changes.follow,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))

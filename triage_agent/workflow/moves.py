@@ -37,6 +37,7 @@ from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
 from .situation import Situation
 from .stage1 import run_stage1
+from .stated_flags import text_arms
 from .structural import (
     carried_write_arms,
     extra_call_arms,
@@ -56,6 +57,7 @@ What = Literal[
     "bisect",
     "narrow",
     "read-writes",
+    "read-text",
     "arm",
     "origin-fix",
     "read-setting",
@@ -136,6 +138,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "bisect": _bisect,
         "narrow": _narrow,
         "read-writes": _read_writes,
+        "read-text": _read_text,
         "arm": _arm,
         "origin-fix": _origin_fix,
         "read-setting": _read_setting,
@@ -613,6 +616,27 @@ def _narrow(move: Move, sit: Situation, status: Status) -> None:
             statement=f"{setting.statement}; it reaches training through "
             f"{found.location.split(' (')[0]}",
         )
+
+
+def _read_text(move: Move, sit: Situation, status: Status) -> None:
+    """A proven flag read through what the job's functions made of its texts: each that made
+    a value the text does not state is tested by returning what the text states, the flag
+    left as B has it (a reading, not a test of the flag)."""
+    hyp = sit.state().hypotheses[move.hypothesis or ""]
+    key = sit.where.get(hyp.id, "").removeprefix("config:").split(" ", 1)[0]
+    arms = text_arms(
+        sit.case,
+        sit.ledger,
+        hyp,
+        key,
+        timeout_s=sit.opts.timeout_s,
+        on_status=lambda m: status("setting", m),
+    )
+    for arm in arms:
+        m = arm_move(arm, gain=move.gain, guided=True, why=arm.hypothesis.statement, cost_s=0.0)
+        _arm(m.model_copy(update={"reading": True}), sit, status)
+        if sit.validated(arm.hypothesis.id) is not None:
+            return
 
 
 def _read_writes(move: Move, sit: Situation, status: Status) -> None:

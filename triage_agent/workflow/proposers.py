@@ -593,6 +593,36 @@ def write_readings(sit: Situation) -> list[Move]:
     return out
 
 
+def text_readings(sit: Situation) -> list[Move]:
+    """A proven launch flag read through what the job's own functions made of its texts: a
+    text that restates what the other run has, turned into another value, is a defect at
+    that conversion, not a setting (:mod:`.stated_flags`)."""
+    if not relaunchable(sit.case) or not same_program(sit.case):
+        return []
+    out: list[Move] = []
+    for h in sit.proven():
+        where = sit.where.get(h.id, "")
+        if not where.startswith("config:--") or str(h.category) != "config":
+            continue
+        key = where.removeprefix("config:").split(" ", 1)[0]
+        out.append(
+            Move(
+                key=f"read-text|{h.id}",
+                kind="read",
+                what="read-text",
+                said=f"rerun B with the texts of {key} followed: which function of the job "
+                "turns them into values, and whether each value is what its text states",
+                cost_s=sit.launch_s,
+                gain=ENV,
+                guided=True,
+                why=f"{h.statement}, proven by {_proof(sit, h)}: a flag's text reaches training "
+                "as the value the job's code makes of it",
+                hypothesis=h.id,
+            )
+        )
+    return out
+
+
 def site_readings(sit: Situation) -> list[Move]:
     """A proven setting read through a site a reproducer showed misbehaving under B's value
     of that setting: run the reproducer again at A's value. If the site then behaves, the
@@ -671,6 +701,7 @@ PROPOSERS: tuple[Proposer, ...] = (
     readings,
     narrowings,
     write_readings,
+    text_readings,
     site_readings,
 )
 
