@@ -802,3 +802,56 @@ def test_a_flag_that_restates_the_default_and_is_read_as_another_value_is_a_bug_
     assert proof.data.interventions == ["as-stated options:option=0"]
     read = [n["text"] for n in st.notes if n.get("texts_read")]
     assert read and "options:option (options.py:3) made 0.1 of '0'" in read[0], read
+
+
+GROUPS = """def parameter_list(model):
+    # the encoder's, then the decoder's
+    return list(model.enc.parameters()) + list(model.dec.parameters())
+"""
+
+TIED_TRAIN = """import argparse
+import torch
+from groups import parameter_list
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--per-part-params", action="store_true")
+args = p.parse_args()
+torch.manual_seed(0)
+model = torch.nn.Module()
+model.enc = torch.nn.Linear(6, 6)
+model.dec = torch.nn.Linear(6, 6)
+model.dec.weight = model.enc.weight  # tied
+params = parameter_list(model) if args.per_part_params else list(model.parameters())
+opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
+log = MetricLog(args.out)
+for step in range(5):
+    x = torch.randn(8, 6, generator=torch.Generator().manual_seed(step))
+    loss = model.dec(torch.tanh(model.enc(x))).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.item())
+log.close()
+"""
+
+
+def test_a_parameter_an_optimizer_lists_twice_is_named_where_the_list_is_made(tmp_path):
+    # B hands SGD the encoder's and the decoder's parameters, and the weight they share
+    # appears twice: each step moves it twice. The state check sees it held twice; dropping
+    # the repeat as the optimizer is built makes every step match, and the list's maker is
+    # named at its return.
+    case = flags_case(
+        tmp_path,
+        "listed-twice",
+        {"train.py": TIED_TRAIN, "groups.py": GROUPS},
+        [],
+        ["--per-part-params"],
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "/src/groups.py:3 (lists enc.weight a second time" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["unique-params"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 TORCH = os.sep + os.path.join("torch", "")
 NUMPY = os.path.join("numpy", "")
@@ -50,3 +51,55 @@ def job_frames(skip: tuple[str, ...], depth: int = 2) -> list[tuple[str, str, in
             out.append((co.co_filename, co.co_name, co.co_firstlineno, f.f_lineno))
         f = f.f_back
     return out
+
+
+class JobFiles:
+    """Whether a code object's file is the job's own: under the directory the process
+    started in, and not in the interpreter's prefix (the standard library, site-packages) or
+    this project. Cached by file name: a profile function asks for every call."""
+
+    def __init__(self) -> None:
+        self.root = os.path.realpath(os.getcwd()) + os.sep
+        self.skip = (
+            os.path.dirname(os.path.realpath(__file__)) + os.sep,
+            os.path.realpath(sys.prefix) + os.sep,
+            os.path.realpath(sys.base_prefix) + os.sep,
+        )
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, filename: str) -> bool:
+        known = self.known.get(filename)
+        if known is None:
+            path = os.path.realpath(filename)
+            known = self.known[filename] = path.startswith(self.root) and not path.startswith(
+                self.skip
+            )
+        return known
+
+
+def profile_until_first_forward(
+    profile: Any, on_stop: Any, pending: dict[str, list[Any]] | None = None
+) -> None:
+    """Run ``profile`` (a ``sys.setprofile`` function) from now until the first module
+    forward begins, the end of initialisation, then call ``on_stop``: a profile over every
+    Python call costs too much to leave on in the steps."""
+    sys.setprofile(profile)
+
+    def on_torch(torch: Any) -> None:
+        handle: list[Any] = []
+
+        def first_forward(module: Any, args: Any) -> None:
+            sys.setprofile(None)
+            handle[0].remove()
+            on_stop()
+
+        handle.append(torch.nn.modules.module.register_module_forward_pre_hook(first_forward))
+
+    if "torch" in sys.modules:
+        on_torch(sys.modules["torch"])
+    elif pending is not None:
+        pending.setdefault("torch", []).append(on_torch)
+    else:
+        from .import_hooks import on_import
+
+        on_import({"torch": [on_torch]})

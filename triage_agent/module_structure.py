@@ -56,6 +56,16 @@ def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
     if held & set(groups):
         outside = sorted(names[0] for pid, names in groups.items() if pid not in held)
         out["outside_optimizer"] = ",".join(outside)
+        # a parameter an optimizer lists twice is updated twice by each step
+        counts: dict[int, int] = {}
+        for o in optimizers:
+            for g in o.param_groups:
+                for p in g["params"]:
+                    counts[id(p)] = counts.get(id(p), 0) + 1
+        twice = sorted(
+            "=".join(groups[pid]) for pid, n in counts.items() if n > 1 and pid in groups
+        )
+        out["held_twice"] = ",".join(twice)
     return out
 
 

@@ -24,6 +24,8 @@ Policies:
   a later swap left behind (:mod:`triage_agent.optimizer_membership`).
 - ``keep-saved``: a backward reads the values its forward saved, whatever was written over
   them since (:mod:`triage_agent.saved_tensors`).
+- ``unique-params``: an optimizer updates each parameter once per step, however often its
+  groups list it (:mod:`triage_agent.unique_params`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -271,6 +273,12 @@ def _rebind_optimizer() -> None:
     install()
 
 
+def _unique_params() -> None:
+    from .unique_params import install
+
+    install()
+
+
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
@@ -279,6 +287,7 @@ POLICIES: dict[str, Callable[[], None]] = {
     "recompute-state": _recompute_state,
     "rebind-optimizer": _rebind_optimizer,
     "keep-saved": _keep_saved,
+    "unique-params": _unique_params,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -299,6 +308,9 @@ POLICY_HELP: dict[str, str] = {
     "rebind-optimizer": "at each optimizer's first step, every parameter it holds that the "
     "model no longer uses under that name is replaced by the one the model now uses (a layer "
     "swapped after the optimizer was built); the evidence names the job's line that swapped it",
+    "unique-params": "every parameter an optimizer already holds is dropped as a group is "
+    "added to it, so each is updated once per step; the evidence names the job's function that "
+    "returned a list holding it twice",
     "keep-saved": "every tensor autograd saves for the backward is copied when saved, and the "
     "backward reads the copy: a write over a saved tensor that its version counter did not see "
     "cannot reach the gradients; the evidence names the job's lines that wrote into a saved "

@@ -21,10 +21,9 @@ not recorded.
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
+from .job_frames import JobFiles, profile_until_first_forward
 from .metrics_reports import BesideMetrics
 
 REPORT = ".triage-follow.json"
@@ -70,26 +69,11 @@ def flag_texts(values: list[str]) -> list[str]:
 class _Follower:
     def __init__(self, texts: list[str]) -> None:
         self.texts = set(texts)
-        self.root = os.path.realpath(os.getcwd()) + os.sep
-        self.skip = (
-            os.path.dirname(os.path.realpath(__file__)) + os.sep,
-            os.path.realpath(sys.prefix) + os.sep,
-            os.path.realpath(sys.base_prefix) + os.sep,
-        )
+        self._job = JobFiles()
         self.open: dict[int, str] = {}
-        self.files: dict[str, bool] = {}
         self.seen: set[tuple[str, int, str]] = set()
         self.report = BesideMetrics(REPORT)
         self.report.report = {"texts": sorted(self.texts), "conversions": []}
-
-    def _job(self, filename: str) -> bool:
-        known = self.files.get(filename)
-        if known is None:
-            path = os.path.realpath(filename)
-            known = self.files[filename] = path.startswith(self.root) and not path.startswith(
-                self.skip
-            )
-        return known
 
     def profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
@@ -123,29 +107,11 @@ class _Follower:
             )
             self.report.write()
 
-    def stop(self) -> None:
-        sys.setprofile(None)
-        self.report.write()
-
 
 def install(texts: list[str], pending: dict[str, list[Any]]) -> None:
     """Follow ``texts`` from now until the first module forward."""
     follower = _Follower(texts)
-    sys.setprofile(follower.profile)
-
-    def on_torch(torch: Any) -> None:
-        handle: list[Any] = []
-
-        def first_forward(module: Any, args: Any) -> None:
-            follower.stop()
-            handle[0].remove()
-
-        handle.append(torch.nn.modules.module.register_module_forward_pre_hook(first_forward))
-
-    if "torch" in sys.modules:
-        on_torch(sys.modules["torch"])
-    else:
-        pending.setdefault("torch", []).append(on_torch)
+    profile_until_first_forward(follower.profile, follower.report.write, pending)
 
 
 def as_stated(original: Any, text: str) -> Any:

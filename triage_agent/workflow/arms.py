@@ -213,8 +213,14 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
     from ..saved_tensors import REPORT as KEPT
+    from ..unique_params import REPORT as UNIQUE
 
-    reports = {"recompute-state": RECOMPUTED, "rebind-optimizer": REBOUND, "keep-saved": KEPT}
+    reports = {
+        "recompute-state": RECOMPUTED,
+        "rebind-optimizer": REBOUND,
+        "keep-saved": KEPT,
+        "unique-params": UNIQUE,
+    }
     key = arm.intervention.split(" ", 1)[0]
     if key == "sync-grads":
         reports[key] = SYNCED

@@ -755,6 +755,37 @@ def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
     return []
 
 
+def repeat_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """One run's optimizer lists a parameter twice (updated twice by each step) where the
+    other run's lists each once: ``unique-params`` on that run tests it."""
+    key = "model_structure.held_twice"
+    for d in diffs:
+        if d.between != "A vs B":
+            continue
+        e = next((e for e in d.diff.differences if e.path == key), None)
+        if e is None:
+            continue
+        a, b = (_plain_str(v) for v in (e.a, e.b))
+        if (a == "") == (b == ""):
+            continue
+        run = "a" if b == "" else "b"
+        twice = (a or b).split(",")
+        shown = ", ".join(twice[:4]) + (f" and {len(twice) - 4} more" if len(twice) > 4 else "")
+        return [
+            _state_arm(
+                run,
+                "unique-params",
+                "optimizer-membership",
+                f"state:optimizer-membership ({shown} listed twice by run {run.upper()}'s "
+                "optimizer)",
+                f"run {run.upper()}'s optimizer lists {shown} twice (at {d.point}) while the "
+                "other run's lists each parameter once: each step updates it twice",
+                f"repeat|{run}|{a or b}",
+            )
+        ]
+    return []
+
+
 def _plain_str(v: str | None) -> str:
     """The text of a manifest's string scalar (``str:'...'``)."""
     v = v or ""
@@ -1192,6 +1223,7 @@ def boundary_arms(
     result.arms += part_arms(case, result.diffs)
     result.arms += structure_arms(result.diffs, recs, k)
     result.arms += membership_arms(result.diffs)
+    result.arms += repeat_arms(result.diffs)
     result.arms += later_state_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += global_arms(case, recs, k)
