@@ -855,3 +855,65 @@ def test_a_parameter_an_optimizer_lists_twice_is_named_where_the_list_is_made(tm
     assert "/src/groups.py:3 (lists enc.weight a second time" in (v.location or ""), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["unique-params"]
+
+
+PROBES = """import torch
+
+
+def attach(model, seen):
+    def record(module, args):
+        x = args[0]
+        seen.append(float(x.abs().mean()))
+        # a rounded copy for the log
+        return (torch.round(x * 64) / 64,)
+
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            layer.register_forward_pre_hook(record)
+"""
+
+PROBED_TRAIN = """import argparse
+import torch
+from probes import attach
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--probe-inputs", action="store_true")
+args = p.parse_args()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+seen = []
+if args.probe_inputs:
+    attach(model, seen)
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+log = MetricLog(args.out)
+for step in range(5):
+    x = torch.randn(8, 6, generator=torch.Generator().manual_seed(step))
+    loss = model(x).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.item())
+log.close()
+"""
+
+
+def test_a_hook_that_returns_what_it_looked_at_is_named_at_its_return(tmp_path):
+    # B's input probe is a forward pre-hook that returns a rounded copy of the input it
+    # records, which replaces the layer's input. The state check sees hooks only B's modules
+    # hold; running them with their values dropped makes every step match, and the hook's
+    # return line is named.
+    case = flags_case(
+        tmp_path,
+        "probe-hook",
+        {"train.py": PROBED_TRAIN, "probes.py": PROBES},
+        [],
+        ["--probe-inputs"],
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "/src/probes.py:9 (returns a value from a forward pre-hook" in (v.location or ""), v
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["observe-hooks"]

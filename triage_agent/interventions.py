@@ -65,7 +65,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
 ``recompute-state`` / ``rebind-optimizer``
-``keep-saved`` / ``unique-params``
+``keep-saved`` / ``unique-params`` / ``observe-hooks``
 ``revert path[,path...]``                      revert     files back to the other run's revision
 ``patch FILE.diff``                             patch      a unified diff applied to a throwaway copy
                                                           of the run's tree, which the rerun runs
@@ -268,6 +268,7 @@ class PolicyIntervention(BaseModel):
         "rebind-optimizer",
         "keep-saved",
         "unique-params",
+        "observe-hooks",
     ]
 
 
@@ -311,7 +312,7 @@ FORMS = (
     "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
-    "rebind-optimizer, keep-saved, unique-params, "
+    "rebind-optimizer, keep-saved, unique-params, observe-hooks, "
     "revert path[,path...]"
 )
 

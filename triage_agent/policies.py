@@ -26,6 +26,8 @@ Policies:
   them since (:mod:`triage_agent.saved_tensors`).
 - ``unique-params``: an optimizer updates each parameter once per step, however often its
   groups list it (:mod:`triage_agent.unique_params`).
+- ``observe-hooks``: a module's forward hooks observe and change nothing
+  (:mod:`triage_agent.observed_hooks`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -279,6 +281,12 @@ def _unique_params() -> None:
     install()
 
 
+def _observe_hooks() -> None:
+    from .observed_hooks import install
+
+    install()
+
+
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
@@ -288,6 +296,7 @@ POLICIES: dict[str, Callable[[], None]] = {
     "rebind-optimizer": _rebind_optimizer,
     "keep-saved": _keep_saved,
     "unique-params": _unique_params,
+    "observe-hooks": _observe_hooks,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -308,6 +317,9 @@ POLICY_HELP: dict[str, str] = {
     "rebind-optimizer": "at each optimizer's first step, every parameter it holds that the "
     "model no longer uses under that name is replaced by the one the model now uses (a layer "
     "swapped after the optimizer was built); the evidence names the job's line that swapped it",
+    "observe-hooks": "every forward hook and forward pre-hook the job registers on a module runs "
+    "as it is and what it returns is dropped, so the module's input and output stand; the "
+    "evidence names the hook's line that returned a value",
     "unique-params": "every parameter an optimizer already holds is dropped as a group is "
     "added to it, so each is updated once per step; the evidence names the job's function that "
     "returned a list holding it twice",

@@ -210,6 +210,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     recomputation, or what rebind-optimizer gave back to the optimizer, at the job's line
     that made it differ. None for another arm."""
     from ..grad_sync import REPORT as SYNCED
+    from ..observed_hooks import REPORT as OBSERVED
     from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
     from ..saved_tensors import REPORT as KEPT
@@ -220,6 +221,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
         "rebind-optimizer": REBOUND,
         "keep-saved": KEPT,
         "unique-params": UNIQUE,
+        "observe-hooks": OBSERVED,
     }
     key = arm.intervention.split(" ", 1)[0]
     if key == "sync-grads":

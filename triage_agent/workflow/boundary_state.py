@@ -786,6 +786,41 @@ def repeat_arms(diffs: list[PointDiff]) -> list[Arm]:
     return []
 
 
+def hook_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """One run's modules hold forward hooks (or pre-hooks) the other run's do not: what a
+    hook returns replaces the module's output (its input). ``observe-hooks`` on that run, its
+    hooks run and their values dropped, tests it."""
+    key = "model_structure.hooks"
+    for d in diffs:
+        if d.between != "A vs B":
+            continue
+        e = next((e for e in d.diff.differences if e.path == key), None)
+        if e is None:
+            continue
+        held = {
+            run: {h for h in _plain_str(v).split(",") if ":forward_" in h}
+            for run, v in (("a", e.a), ("b", e.b))
+        }
+        for run, other in (("b", "a"), ("a", "b")):
+            extra = sorted(h.split("=", 1)[0] for h in held[run] - held[other])
+            if not extra or held[other] - held[run]:
+                continue
+            shown = ", ".join(extra[:4]) + (f" and {len(extra) - 4} more" if len(extra) > 4 else "")
+            return [
+                _state_arm(
+                    run,
+                    "observe-hooks",
+                    "extra-call",
+                    f"state:hooks ({shown} only in run {run.upper()})",
+                    f"run {run.upper()}'s modules hold forward hooks the other run's do not "
+                    f"({shown}, at {d.point}): what a hook returns replaces what the module "
+                    "computes",
+                    f"hooks|{run}|{','.join(extra)}",
+                )
+            ]
+    return []
+
+
 def _plain_str(v: str | None) -> str:
     """The text of a manifest's string scalar (``str:'...'``)."""
     v = v or ""
@@ -1224,6 +1259,7 @@ def boundary_arms(
     result.arms += structure_arms(result.diffs, recs, k)
     result.arms += membership_arms(result.diffs)
     result.arms += repeat_arms(result.diffs)
+    result.arms += hook_arms(result.diffs)
     result.arms += later_state_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += global_arms(case, recs, k)
