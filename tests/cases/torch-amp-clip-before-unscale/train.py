@@ -13,8 +13,8 @@ import argparse
 
 import torch
 import torch.nn as nn
-
 import trainer
+
 from triage_agent.metrics import MetricLog
 
 FEATURES, WIDTH, CLASSES, BATCH = 24, 64, 6, 64
@@ -47,7 +47,7 @@ def main() -> None:
         for step in range(args.steps):
             x, y = batch(step)
             if args.step_impl == "v2":
-                micro = list(zip(x.chunk(args.micro_batches), y.chunk(args.micro_batches)))
+                micro = list(zip(x.chunk(args.micro_batches), y.chunk(args.micro_batches), strict=True))
                 stats = trainer.train_step_v2(
                     model, opt, scaler, micro, max_norm=args.max_norm, dtype=torch.float16
                 )

@@ -4,7 +4,6 @@ DistributedSampler stays at epoch 0 and shuffles every epoch with the same seed,
 epoch visits the batches in epoch 0's order."""
 
 import torch
-
 from loops import evaluate, train_step
 
 
