@@ -291,6 +291,7 @@ LAYER_OF = {
     "triage_agent.stated_values": "actions",
     "triage_agent.unique_params": "actions",
     "triage_agent.observed_hooks": "actions",
+    "triage_agent.sampler_epochs": "actions",
     "triage_agent.job_objects": "actions",
     "triage_agent.job_frames": "actions",
     "triage_agent.source_literals": "actions",

@@ -917,3 +917,52 @@ def test_a_hook_that_returns_what_it_looked_at_is_named_at_its_return(tmp_path):
     assert "/src/probes.py:9 (returns a value from a forward pre-hook" in (v.location or ""), v
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["observe-hooks"]
+
+
+EPOCHS_TRAIN = """import argparse
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--log-epoch-end", action="store_true")
+args = p.parse_args()
+torch.manual_seed(0)
+g = torch.Generator().manual_seed(1)
+data = TensorDataset(torch.randn(12, 5, generator=g), torch.randn(12, 1, generator=g))
+sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3)
+loader = DataLoader(data, batch_size=4, sampler=sampler)
+model = torch.nn.Linear(5, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+log = MetricLog(args.out)
+step = 0
+for epoch in range(3):
+    if not args.log_epoch_end:
+        sampler.set_epoch(epoch)
+    for x, y in loader:
+        loss = (model(x) - y).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log.log(step, loss=loss.item())
+        step += 1
+    if args.log_epoch_end:
+        sampler.set_epoch(epoch)  # with the epoch's summary
+        print(f"epoch {epoch} done")
+log.close()
+"""
+
+
+def test_a_sampler_epoch_set_after_its_pass_is_named_where_the_pass_begins(tmp_path):
+    # B sets the sampler's epoch as each epoch ends, so every epoch runs in the previous
+    # one's order. The state check sees B's sampler an epoch behind where the second epoch
+    # starts; advancing it as each pass begins makes every step match.
+    case = flags_case(tmp_path, "late-epoch", {"train.py": EPOCHS_TRAIN}, [], ["--log-epoch-end"])
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "/src/train.py:23 (begins another pass" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["advance-epochs"]

@@ -28,6 +28,8 @@ Policies:
   groups list it (:mod:`triage_agent.unique_params`).
 - ``observe-hooks``: a module's forward hooks observe and change nothing
   (:mod:`triage_agent.observed_hooks`).
+- ``advance-epochs``: each pass over a data loader advances its sampler's epoch
+  (:mod:`triage_agent.sampler_epochs`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -287,6 +289,12 @@ def _observe_hooks() -> None:
     install()
 
 
+def _advance_epochs() -> None:
+    from .sampler_epochs import install
+
+    install()
+
+
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
@@ -297,6 +305,7 @@ POLICIES: dict[str, Callable[[], None]] = {
     "keep-saved": _keep_saved,
     "unique-params": _unique_params,
     "observe-hooks": _observe_hooks,
+    "advance-epochs": _advance_epochs,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -317,6 +326,9 @@ POLICY_HELP: dict[str, str] = {
     "rebind-optimizer": "at each optimizer's first step, every parameter it holds that the "
     "model no longer uses under that name is replaced by the one the model now uses (a layer "
     "swapped after the optimizer was built); the evidence names the job's line that swapped it",
+    "advance-epochs": "each pass over a data loader whose sampler shuffles by epoch advances that "
+    "epoch by one when the job has not since the previous pass; the evidence names the job's "
+    "line that began the pass",
     "observe-hooks": "every forward hook and forward pre-hook the job registers on a module runs "
     "as it is and what it returns is dropped, so the module's input and output stand; the "
     "evidence names the hook's line that returned a value",

@@ -213,6 +213,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     from ..observed_hooks import REPORT as OBSERVED
     from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
+    from ..sampler_epochs import REPORT as ADVANCED
     from ..saved_tensors import REPORT as KEPT
     from ..unique_params import REPORT as UNIQUE
 
@@ -222,6 +223,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
         "keep-saved": KEPT,
         "unique-params": UNIQUE,
         "observe-hooks": OBSERVED,
+        "advance-epochs": ADVANCED,
     }
     key = arm.intervention.split(" ", 1)[0]
     if key == "sync-grads":

@@ -863,6 +863,43 @@ def later_state_arms(diffs: list[PointDiff]) -> list[Arm]:
     return out[:1]
 
 
+def epoch_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
+    """Where the first differing step starts, one run's loader has its sampler at an earlier
+    epoch than the other's, in runs that do not resume (a resume's cursors are
+    restore-cursors'): that run does not advance the epoch its sampler shuffles by.
+    ``advance-epochs`` on that run tests it."""
+    if k is None:
+        return []
+    nxt = f"step-{k + 1}"
+    for rank in sorted({r.rank for r in recs["a"]} & {r.rank for r in recs["b"]})[:1]:
+        ra, rb = _pick(recs["a"], nxt, rank), _pick(recs["b"], nxt, rank)
+        if ra is None or rb is None:
+            continue
+        ca, cb = ra.manifest.data_cursor or {}, rb.manifest.data_cursor or {}
+        for name in sorted(set(ca) & set(cb)):
+            ea = (ca[name] or {}).get("sampler_epoch") if isinstance(ca[name], dict) else None
+            eb = (cb[name] or {}).get("sampler_epoch") if isinstance(cb[name], dict) else None
+            if not isinstance(ea, int) or not isinstance(eb, int) or ea == eb:
+                continue
+            run = "b" if eb < ea else "a"
+            if len((case.run_b if run == "b" else case.run_a).launch) > 1:
+                continue
+            low, high = min(ea, eb), max(ea, eb)
+            return [
+                _state_arm(
+                    run,
+                    "advance-epochs",
+                    "cursor-state",
+                    f"state:cursor ({name}'s sampler at epoch {low} in run {run.upper()})",
+                    f"where step {k + 1} starts, run {run.upper()}'s {name} has its sampler at "
+                    f"epoch {low} and the other run's at {high}: run {run.upper()} does not "
+                    "advance the epoch its sampler shuffles by",
+                    f"epoch|{run}|{name}",
+                )
+            ]
+    return []
+
+
 def cursor_arms(recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:
     """Attributes of a job's data cursor that its state_dict leaves out, and that differ
     between the process that saved at step K and the one that resumed from it: a checkpoint
@@ -1255,6 +1292,7 @@ def boundary_arms(
     result.arms = setting_arms(result.diffs) + result.arms
     result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
+    result.arms += epoch_arms(case, recs, k)
     result.arms += part_arms(case, result.diffs)
     result.arms += structure_arms(result.diffs, recs, k)
     result.arms += membership_arms(result.diffs)
