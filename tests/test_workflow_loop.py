@@ -966,3 +966,47 @@ def test_a_sampler_epoch_set_after_its_pass_is_named_where_the_pass_begins(tmp_p
     assert "/src/train.py:23 (begins another pass" in (v.location or ""), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["advance-epochs"]
+
+
+AMP_TRAIN = """import argparse
+import torch
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--early-clip", action="store_true")
+args = p.parse_args()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+log = MetricLog(args.out)
+for step in range(5):
+    x = torch.randn(8, 6, generator=torch.Generator().manual_seed(step))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(x).float().square().mean()
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    if args.early_clip:
+        torch.nn.utils.clip_grad_value_(model.parameters(), 0.05)
+    scaler.unscale_(opt)
+    if not args.early_clip:
+        torch.nn.utils.clip_grad_value_(model.parameters(), 0.05)
+    scaler.step(opt)
+    scaler.update()
+    log.log(step, loss=loss.item())
+log.close()
+"""
+
+
+def test_a_clip_of_gradients_still_scaled_is_named_where_it_clips(tmp_path):
+    # B clips by value before the GradScaler takes its scale out: the clip meets gradients
+    # 1024 times too large. Unscaling before any clip of still-scaled gradients makes every
+    # step match, and the clip's line is named.
+    case = flags_case(tmp_path, "early-clip", {"train.py": AMP_TRAIN}, [], ["--early-clip"])
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert "/src/train.py:21 (clip_grad_value_ on gradients" in (v.location or ""), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["unscale-first"]

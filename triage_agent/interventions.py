@@ -66,7 +66,7 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``restore-cursors`` / ``deterministic``
 ``recompute-state`` / ``rebind-optimizer``
 ``keep-saved`` / ``unique-params`` / ``observe-hooks``
-``advance-epochs``
+``advance-epochs`` / ``unscale-first``
 ``revert path[,path...]``                      revert     files back to the other run's revision
 ``patch FILE.diff``                             patch      a unified diff applied to a throwaway copy
                                                           of the run's tree, which the rerun runs
@@ -271,6 +271,7 @@ class PolicyIntervention(BaseModel):
         "unique-params",
         "observe-hooks",
         "advance-epochs",
+        "unscale-first",
     ]
 
 
@@ -314,7 +315,7 @@ FORMS = (
     "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
-    "rebind-optimizer, keep-saved, unique-params, observe-hooks, advance-epochs, "
+    "rebind-optimizer, keep-saved, unique-params, observe-hooks, advance-epochs, unscale-first, "
     "revert path[,path...]"
 )
 

@@ -37,6 +37,26 @@ def hook_tables(root: Any) -> dict[str, Any]:
     return out
 
 
+def _scaling() -> str:
+    """The loss scale of each live, enabled GradScaler that scales (gradients are multiplied
+    by it until unscaled), or ''."""
+    import sys
+
+    amp = sys.modules.get("torch.amp.grad_scaler")
+    if amp is None:
+        return ""
+    from .job_objects import live_objects
+
+    scales = []
+    for s in live_objects(amp.GradScaler):
+        try:
+            if s.is_enabled() and s.get_scale() != 1.0:
+                scales.append(f"scale={s.get_scale()}")
+        except Exception:  # noqa: BLE001 - a scaler not yet set up says nothing
+            continue
+    return ",".join(scales)
+
+
 def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
     """Modules in eval mode, parameters frozen (``requires_grad`` off), names that share a
     parameter, parameters no optimizer holds (only when the job has an optimizer that holds
@@ -53,6 +73,9 @@ def structure(root: Any, optimizers: list[Any]) -> dict[str, str]:
         "tied": ";".join(sorted("=".join(names) for names in groups.values() if len(names) > 1)),
         "hooks": ",".join(f"{k}={len(t)}" for k, t in sorted(hook_tables(root).items())),
     }
+    scaling = _scaling()
+    if scaling:
+        out["grad_scaler"] = scaling
     if held & set(groups):
         outside = sorted(names[0] for pid, names in groups.items() if pid not in held)
         out["outside_optimizer"] = ",".join(outside)

@@ -30,6 +30,8 @@ Policies:
   (:mod:`triage_agent.observed_hooks`).
 - ``advance-epochs``: each pass over a data loader advances its sampler's epoch
   (:mod:`triage_agent.sampler_epochs`).
+- ``unscale-first``: gradients are clipped after the loss scale is taken out
+  (:mod:`triage_agent.amp_order`).
   A job with its own checkpoint code is reached through the steps it reports: the streams
   are saved each time ``MetricLog.log(K)`` returns and restored when a resumed process opens
   its log with ``resumed_from=K``.
@@ -295,6 +297,12 @@ def _advance_epochs() -> None:
     install()
 
 
+def _unscale_first() -> None:
+    from .amp_order import install
+
+    install()
+
+
 POLICIES: dict[str, Callable[[], None]] = {
     "restore-rng": _restore_rng,
     "restore-scheduler": _restore_scheduler,
@@ -306,6 +314,7 @@ POLICIES: dict[str, Callable[[], None]] = {
     "unique-params": _unique_params,
     "observe-hooks": _observe_hooks,
     "advance-epochs": _advance_epochs,
+    "unscale-first": _unscale_first,
 }
 
 POLICY_HELP: dict[str, str] = {
@@ -326,6 +335,9 @@ POLICY_HELP: dict[str, str] = {
     "rebind-optimizer": "at each optimizer's first step, every parameter it holds that the "
     "model no longer uses under that name is replaced by the one the model now uses (a layer "
     "swapped after the optimizer was built); the evidence names the job's line that swapped it",
+    "unscale-first": "a clip of gradients a GradScaler has not yet unscaled unscales them first "
+    "(and the job's own unscale of that step does nothing); the evidence names the job's line "
+    "that clipped",
     "advance-epochs": "each pass over a data loader whose sampler shuffles by epoch advances that "
     "epoch by one when the job has not since the previous pass; the evidence names the job's "
     "line that began the pass",

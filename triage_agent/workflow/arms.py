@@ -209,6 +209,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     """What recompute-state found differing between a checkpointed block's forward and its
     recomputation, or what rebind-optimizer gave back to the optimizer, at the job's line
     that made it differ. None for another arm."""
+    from ..amp_order import REPORT as UNSCALED
     from ..grad_sync import REPORT as SYNCED
     from ..observed_hooks import REPORT as OBSERVED
     from ..optimizer_membership import REPORT as REBOUND
@@ -224,6 +225,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
         "unique-params": UNIQUE,
         "observe-hooks": OBSERVED,
         "advance-epochs": ADVANCED,
+        "unscale-first": UNSCALED,
     }
     key = arm.intervention.split(" ", 1)[0]
     if key == "sync-grads":

@@ -821,6 +821,30 @@ def hook_arms(diffs: list[PointDiff]) -> list[Arm]:
     return []
 
 
+def scaler_arms(recs: dict[str, list[BoundaryRecord]]) -> list[Arm]:
+    """A run whose GradScaler scales its gradients may clip them before it unscales them:
+    ``unscale-first`` on that run (B first) tests it, the rest as the run has it."""
+    out: list[Arm] = []
+    for run in ("b", "a"):
+        init = next((r for r in recs[run] if r.point == "init"), None)
+        held = init.manifest.scalars.get("model_structure.grad_scaler") if init else None
+        if not held or not _plain_str(held):
+            continue
+        out.append(
+            _state_arm(
+                run,
+                "unscale-first",
+                "amp-order",
+                f"state:grad-scaler (run {run.upper()} clips scaled gradients)",
+                f"run {run.upper()} clips its gradients while its GradScaler "
+                f"({_plain_str(held)}) still holds them scaled: the clip meets the scaled "
+                "norm",
+                f"amp-order|{run}",
+            )
+        )
+    return out
+
+
 def _plain_str(v: str | None) -> str:
     """The text of a manifest's string scalar (``str:'...'``)."""
     v = v or ""
@@ -1298,6 +1322,7 @@ def boundary_arms(
     result.arms += membership_arms(result.diffs)
     result.arms += repeat_arms(result.diffs)
     result.arms += hook_arms(result.diffs)
+    result.arms += scaler_arms(recs)
     result.arms += later_state_arms(result.diffs)
     result.arms += attr_arms(case, recs, k)
     result.arms += global_arms(case, recs, k)

@@ -5,6 +5,8 @@ The mapping is a statement of the project's contract, not knowledge of any case:
 - rng-state, scheduler-state, cursor-state, optimizer-init, collectives, extra-call: the run
   did something the uninterrupted or reference run did not (lost state, an extra update, a
   race): a bug.
+- amp-order: gradients clipped while a GradScaler still holds them scaled: a bug (the
+  documented order is unscale, then clip).
 - casts, accumulation: a different but valid arithmetic order or precision: a
   numerical-policy difference, to be matched (or accepted) deliberately.
 - nondeterminism: a kernel whose result depends on scheduling: a bug against the
@@ -60,6 +62,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
     "replica-sync": Classification.bug,
+    "amp-order": Classification.bug,
     "resume-state": Classification.bug,
     "casts": Classification.policy_difference,
     "accumulation": Classification.policy_difference,
