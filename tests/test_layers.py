@@ -293,6 +293,7 @@ LAYER_OF = {
     "triage_agent.observed_hooks": "actions",
     "triage_agent.sampler_epochs": "actions",
     "triage_agent.amp_order": "actions",
+    "triage_agent.returned_tensors": "actions",
     "triage_agent.job_objects": "actions",
     "triage_agent.job_frames": "actions",
     "triage_agent.source_literals": "actions",

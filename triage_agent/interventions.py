@@ -33,6 +33,9 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           handed TEXT (a launch's flag value), it
                                                           returns the value TEXT states instead
                                                           (:mod:`.stated_values`)
+``copy-returns pkg.mod:Qual.name``              copy       the function runs as it is; its callers get
+                                                          copies of the tensors it returns (a cache's
+                                                          own tensor is not theirs to write)
 ``restore-state PART[,PART]``                   restore    after a resume, at its first module forward,
                                                           the parts the saving process had at that step
                                                           (or at its end, if it logged no later step):
@@ -161,6 +164,11 @@ class SetIntervention(BaseModel):
 
 class IsolateWritesIntervention(BaseModel):
     kind: Literal["isolate-writes"] = "isolate-writes"
+    target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
+class CopyReturnsIntervention(BaseModel):
+    kind: Literal["copy-returns"] = "copy-returns"
     target: str = Field(pattern=CALLABLE_RE.pattern)
 
 
@@ -294,6 +302,7 @@ Intervention = Annotated[
     | SeedRngIntervention
     | IsolateWritesIntervention
     | AsStatedIntervention
+    | CopyReturnsIntervention
     | PinSeedIntervention
     | OutplaceIntervention
     | RestoreStateIntervention
@@ -312,7 +321,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
+    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, copy-returns pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
     "rebind-optimizer, keep-saved, unique-params, observe-hooks, advance-epochs, unscale-first, "
@@ -401,6 +410,10 @@ def parse_intervention(text: str) -> Intervention:
             if not CALLABLE_RE.fullmatch(rest):
                 raise _bad(text, "expected isolate-writes pkg.module:Qualified.name")
             return IsolateWritesIntervention(target=_not_main(text, rest))
+        if word == "copy-returns":
+            if not CALLABLE_RE.fullmatch(rest):
+                raise _bad(text, "expected copy-returns pkg.module:Qualified.name")
+            return CopyReturnsIntervention(target=_not_main(text, rest))
         if word == "as-stated":
             target, eq, said = rest.partition("=")
             if not eq or not said or not CALLABLE_RE.fullmatch(target):
@@ -534,6 +547,11 @@ def _forms(iv: Intervention) -> tuple[str, str]:
                 f"isolate-writes {t}",
                 f"{t} run with the tensors it is handed put back after it (its writes do not "
                 "reach training)",
+            )
+        case CopyReturnsIntervention(target=t):
+            return (
+                f"copy-returns {t}",
+                f"{t} run as it is, its callers handed copies of the tensors it returns",
             )
         case AsStatedIntervention(target=t, text=said):
             return (
@@ -898,7 +916,8 @@ def plan(
             | IsolateRngIntervention
             | SeedRngIntervention
             | IsolateWritesIntervention
-            | AsStatedIntervention,
+            | AsStatedIntervention
+            | CopyReturnsIntervention,
         )
     ]
     targets += [
@@ -943,6 +962,8 @@ def plan(
                 changes.patches.append(FunctionPatch(target=t, isolate_writes=True))
             case AsStatedIntervention(target=t, text=said):
                 changes.patches.append(FunctionPatch(target=t, as_stated=said))
+            case CopyReturnsIntervention(target=t):
+                changes.patches.append(FunctionPatch(target=t, copy_return=True))
             case RestoreAttrsIntervention():
                 changes.patches += iv.patches()
             case RestoreGlobalsIntervention(values=vs):

@@ -413,6 +413,11 @@ class FunctionPatch(BaseModel):
         "what it returns is kept",
     )
 
+    copy_return: bool = Field(
+        default=False,
+        description="call the function itself and hand its caller copies of the tensors it "
+        "returns (:mod:`.returned_tensors`): a cache's own tensor cannot be written by callers",
+    )
     as_stated: str | None = Field(
         default=None,
         description="call the function itself; where one of its arguments is this text, return "
@@ -694,6 +699,10 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
         impl = [_isolated_writes(original)]
     if patch.set_after is not None:
         impl = [_then_set(original, patch.set_after)]
+    if patch.copy_return:
+        from .returned_tensors import copying
+
+        impl = [copying(original, patch.target)]
     if patch.as_stated is not None:
         from .stated_values import as_stated
 

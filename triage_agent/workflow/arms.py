@@ -214,6 +214,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     from ..observed_hooks import REPORT as OBSERVED
     from ..optimizer_membership import REPORT as REBOUND
     from ..recompute_state import REPORT as RECOMPUTED
+    from ..returned_tensors import REPORT as COPIED
     from ..sampler_epochs import REPORT as ADVANCED
     from ..saved_tensors import REPORT as KEPT
     from ..unique_params import REPORT as UNIQUE
@@ -226,6 +227,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
         "observe-hooks": OBSERVED,
         "advance-epochs": ADVANCED,
         "unscale-first": UNSCALED,
+        "copy-returns": COPIED,
     }
     key = arm.intervention.split(" ", 1)[0]
     if key == "sync-grads":

@@ -45,7 +45,7 @@ from .structural import (
     is_draw,
     replica_arms,
 )
-from .tree_narrowing import narrow_tree_change, tree_pair
+from .tree_narrowing import hunk_function_arms, narrow_tree_change, tree_pair
 
 Status = Callable[[str, str], None]
 What = Literal[
@@ -616,6 +616,13 @@ def _narrow(move: Move, sit: Situation, status: Status) -> None:
             statement=f"{setting.statement}; it reaches training through "
             f"{found.location.split(' (')[0]}",
         )
+    # the hunks are where the change begins; a function they rewrite that hands out a tensor
+    # its callers write is where the difference is made (a reading, the change kept)
+    for arm in hunk_function_arms(sit.case, key, found):
+        m = arm_move(arm, gain=move.gain, guided=True, why=arm.hypothesis.statement, cost_s=0.0)
+        _arm(m.model_copy(update={"reading": True}), sit, status)
+        if sit.validated(arm.hypothesis.id) is not None:
+            return
 
 
 def _read_text(move: Move, sit: Situation, status: Status) -> None:

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..ledger import Ledger
-from ..records import Case, RunSpec
+from ..records import Case, Classification, Hypothesis, RunSpec
+from .arms import Arm
 from .fixcheck import SourceChange, bisect_source_change
 
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".triage")
@@ -256,3 +257,76 @@ def name_readers(tree: Path, old_names: set[str], skip: set[str]) -> list[tuple[
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
                 out.append((rel, node.lineno, bound[node.id][1]))
     return sorted(set(out))
+
+
+_NEW_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.M)
+_NEW_LINES = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+
+
+def _functions(path: Path) -> list[tuple[str, int, int]]:
+    """(qualified name, first line, last line) of each function defined in a Python file."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out: list[tuple[str, int, int]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{child.name}"
+                out.append((name, child.lineno, child.end_lineno or child.lineno))
+                visit(child, f"{name}.<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(tree, "")
+    return out
+
+
+def hunk_function_arms(case: Case, key: str, found: SourceChange) -> list[Arm]:
+    """A proven set of hunks read through the functions they change: each function whose
+    body a hunk touches, its callers handed copies of the tensors it returns
+    (``copy-returns``). A cache that hands out its own tensor, written by a caller in place,
+    is proven by that and named at the line that returned it; a hunk's first line is only
+    where the change begins."""
+    pair = tree_pair(case, key)
+    if pair is None:
+        return []
+    _, b_dir, _ = pair
+    arms: list[Arm] = []
+    for diff in found.diffs:
+        file = _NEW_FILE.search(diff)
+        span = _NEW_LINES.search(diff)
+        if file is None or span is None or not file.group(1).endswith(".py"):
+            continue
+        first = int(span.group(1))
+        last = first + max(int(span.group(2) or 1), 1) - 1
+        module = file.group(1).removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        for name, lo, hi in _functions(b_dir / file.group(1)):
+            if hi < first or lo > last or "<locals>" in name:
+                continue
+            target = f"{module}:{name}"
+            if any(a.intervention == f"copy-returns {target}" for a in arms):
+                continue
+            hid = "H-" + hashlib.sha256(f"copy-returns|{target}".encode()).hexdigest()[:10]
+            arms.append(
+                Arm(
+                    hypothesis=Hypothesis(
+                        id=hid,
+                        statement=f"{target}, which the proven change rewrites, hands its "
+                        "callers a tensor they then write in place, and that reaches later "
+                        "calls",
+                        category="inplace-write",
+                        rationale="the change is proven; running B with its callers given "
+                        f"copies of what {target} returns tests whether the shared tensor "
+                        "carries it",
+                        classification=Classification.bug,
+                    ),
+                    intervention=f"copy-returns {target}",
+                    run="b",
+                    kind="inplace-write",
+                    location=f"{b_dir.name}/{file.group(1)}:{lo} ({name})",
+                )
+            )
+    return arms[:4]
