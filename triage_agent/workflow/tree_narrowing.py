@@ -264,7 +264,8 @@ _NEW_LINES = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
 
 
 def _functions(path: Path) -> list[tuple[str, int, int]]:
-    """(qualified name, first line, last line) of each function defined in a Python file."""
+    """(qualified name, first line, last line) of each function defined in a Python file
+    that returns a value."""
     try:
         tree = ast.parse(path.read_text())
     except (OSError, SyntaxError, ValueError):
@@ -275,7 +276,11 @@ def _functions(path: Path) -> list[tuple[str, int, int]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{prefix}{child.name}"
-                out.append((name, child.lineno, child.end_lineno or child.lineno))
+                gives = any(
+                    isinstance(n, ast.Return) and n.value is not None for n in ast.walk(child)
+                )
+                if gives:  # a function that returns nothing hands out no tensor
+                    out.append((name, child.lineno, child.end_lineno or child.lineno))
                 visit(child, f"{name}.<locals>.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, f"{prefix}{child.name}.")
@@ -329,4 +334,4 @@ def hunk_function_arms(case: Case, key: str, found: SourceChange) -> list[Arm]:
                     location=f"{b_dir.name}/{file.group(1)}:{lo} ({name})",
                 )
             )
-    return arms[:4]
+    return arms[:2]
