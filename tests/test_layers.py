@@ -294,6 +294,7 @@ LAYER_OF = {
     "triage_agent.sampler_epochs": "actions",
     "triage_agent.amp_order": "actions",
     "triage_agent.returned_tensors": "actions",
+    "triage_agent.empty_fill": "actions",
     "triage_agent.job_objects": "actions",
     "triage_agent.job_frames": "actions",
     "triage_agent.source_literals": "actions",

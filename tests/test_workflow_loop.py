@@ -1010,3 +1010,56 @@ def test_a_clip_of_gradients_still_scaled_is_named_where_it_clips(tmp_path):
     assert "/src/train.py:21 (clip_grad_value_ on gradients" in (v.location or ""), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["unscale-first"]
+
+
+LEFTOVER = """import os
+import torch
+
+
+def log_startup():
+    # the start-up log keeps scratch rows of this process's id; they are freed after
+    rows = [torch.full((2048,), float(os.getpid() % 9973)) for _ in range(16)]
+    del rows
+
+
+def class_weights():
+    counts = torch.empty(2048)
+    counts[8:] = 1.0  # the classes past the eighth are all seen once
+    return counts[:16].clamp(0.5, 2.0)
+"""
+
+LEFTOVER_TRAIN = """import sys
+import torch
+from stats import class_weights, log_startup
+from triage_agent.metrics import MetricLog
+
+log_startup()
+weights = class_weights()
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+log = MetricLog(sys.argv[sys.argv.index("--out") + 1])
+for step in range(4):
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
+    loss = (model(x * weights)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.item())
+log.close()
+"""
+
+
+def test_memory_a_repeat_reads_before_writing_is_named_where_it_is_allocated(tmp_path):
+    # A run against its repeat: the class weights start from torch.empty and the first eight
+    # are never written, so they hold another process's leftover bytes. Zeroing what that
+    # line allocates, in both runs, makes every step match.
+    case = flags_case(
+        tmp_path, "leftover", {"train.py": LEFTOVER_TRAIN, "stats.py": LEFTOVER}, [], []
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert (v.location or "").startswith("stats.py:12"), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["fill-empty stats.py:12"]

@@ -51,6 +51,8 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``outplace FILE:LINE``                          outplace   the in-place torch calls that line of the job
                                                           makes run out of place (result returned,
                                                           the tensor left alone)
+``fill-empty FILE:LINE``                        fill       the tensors that line of the job allocates
+                                                          uninitialised (``torch.empty``...) zeroed
 ``pin-seed FILE:LINE=V[,V...]``                 seed       the seedings that line of the job makes get
                                                           V, in order (:mod:`.seed_pins`): the other
                                                           run's values there
@@ -165,6 +167,11 @@ class SetIntervention(BaseModel):
 class IsolateWritesIntervention(BaseModel):
     kind: Literal["isolate-writes"] = "isolate-writes"
     target: str = Field(pattern=CALLABLE_RE.pattern)
+
+
+class FillEmptyIntervention(BaseModel):
+    kind: Literal["fill-empty"] = "fill-empty"
+    site: str = Field(pattern=SITE_RE, description="file:line of the job's empty allocation")
 
 
 class CopyReturnsIntervention(BaseModel):
@@ -303,6 +310,7 @@ Intervention = Annotated[
     | IsolateWritesIntervention
     | AsStatedIntervention
     | CopyReturnsIntervention
+    | FillEmptyIntervention
     | PinSeedIntervention
     | OutplaceIntervention
     | RestoreStateIntervention
@@ -321,7 +329,7 @@ INTERVENTION = TypeAdapter(Intervention)
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
-    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, copy-returns pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
+    "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, copy-returns pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, fill-empty FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
     "rebind-optimizer, keep-saved, unique-params, observe-hooks, advance-epochs, unscale-first, "
@@ -385,6 +393,10 @@ def parse_intervention(text: str) -> Intervention:
                     "groups, grads, ties, modes, hooks or buffers",
                 )
             return RestoreStateIntervention(parts=parts)
+        if word == "fill-empty":
+            if not re.fullmatch(SITE_RE, rest):
+                raise _bad(text, "expected fill-empty FILE:LINE")
+            return FillEmptyIntervention(site=rest)
         if word == "outplace":
             if not re.fullmatch(SITE_RE, rest):
                 raise _bad(text, "expected outplace FILE:LINE")
@@ -566,6 +578,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             )
         case OutplaceIntervention(site=f):
             return f"outplace {f}", f"the in-place torch calls at {f} run out of place"
+        case FillEmptyIntervention(site=f):
+            return f"fill-empty {f}", f"the tensors {f} allocates uninitialised are zeroed"
         case PinSeedIntervention(site=f, values=vs):
             said = ", ".join(map(str, vs))
             return (
@@ -952,6 +966,8 @@ def plan(
                 changes.seeds.append(SeedPin(site=f, values=vs))
             case OutplaceIntervention(site=f):
                 changes.outplace.append(f)
+            case FillEmptyIntervention(site=f):
+                changes.fill_empty.append(f)
             case RestoreStateIntervention(parts=ps):
                 changes.restore_state += ps
             case IsolateRngIntervention(target=t):

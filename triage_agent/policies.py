@@ -464,6 +464,11 @@ class PatchFile(BaseModel):
         default_factory=list,
         description="parameters whose gradients are averaged across ranks (:mod:`.grad_sync`)",
     )
+    fill_empty: list[str] = Field(
+        default_factory=list,
+        description="file:line of the job whose uninitialised allocations are zeroed "
+        "(:mod:`.empty_fill`)",
+    )
     follow: list[str] = Field(
         default_factory=list,
         description="texts whose conversions by the job's functions are recorded until the "
@@ -785,6 +790,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .module_globals import install as install_globals
 
         install_globals(spec.restore_globals, spec.report, pending)
+    if spec.fill_empty:
+        from .empty_fill import install as install_fill
+
+        install_fill(spec.fill_empty, spec.report, pending)
     if spec.follow:
         from .stated_values import install as install_follow
 

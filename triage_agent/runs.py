@@ -108,6 +108,9 @@ class LaunchChanges(BaseModel):
         default_factory=list,
         description="texts whose conversions by the job's own functions are recorded",
     )
+    fill_empty: list[str] = Field(
+        default_factory=list, description="lines of the job whose empty allocations are zeroed"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -126,6 +129,7 @@ class LaunchChanges(BaseModel):
             or self.restore_globals
             or self.sync_grads
             or self.follow
+            or self.fill_empty
             or self.source_digest
             or self.described
         )
@@ -747,6 +751,7 @@ def materialize(
         or changes.restore_globals
         or changes.sync_grads
         or changes.follow
+        or changes.fill_empty
     ):
         spec = PatchFile(
             patches=changes.patches,
@@ -757,6 +762,7 @@ def materialize(
             restore_globals=changes.restore_globals,
             sync_grads=changes.sync_grads,
             follow=changes.follow,
+            fill_empty=changes.fill_empty,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
@@ -824,6 +830,7 @@ def materialize(
         or changes.restore_state
         or changes.restore_globals
         or changes.sync_grads
+        or changes.fill_empty
     ):
         # a patch no process reports is listed too: it never took effect
         listed = [p.target for p in changes.patches]
@@ -832,6 +839,7 @@ def materialize(
         listed += [f"restore-state {part}" for part in changes.restore_state]
         listed += [f"restore-globals {name}" for name in changes.restore_globals]
         listed += [f"sync-grads {name}" for name in changes.sync_grads]
+        listed += [f"fill-empty {site}" for site in changes.fill_empty]
         outcome.patches = {t: {} for t in listed} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"

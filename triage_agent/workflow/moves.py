@@ -46,6 +46,7 @@ from .structural import (
     replica_arms,
 )
 from .tree_narrowing import hunk_function_arms, narrow_tree_change, tree_pair
+from .uninitialised import empty_arms
 
 Status = Callable[[str, str], None]
 What = Literal[
@@ -220,8 +221,16 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
         for line in seen:
             sit.ledger.note(f"first receiver: {line}")
         replicas = traced_replica_arms(sit)
+        origin = sit.trace.origin
+        # a run against its repeat: nothing declared differs, and memory the job never
+        # wrote is one input no launch controls
+        unwritten = (
+            empty_arms(sit.case, f"{origin.scope}::{origin.name}", origin.caller)
+            if origin is not None and not sit.declared
+            else []
+        )
         sit.trace_arms = []
-        _add_trace_arms(sit, replicas + carried + found)
+        _add_trace_arms(sit, replicas + carried + found + unwritten)
 
 
 def _add_trace_arms(sit: Situation, arms: list[Arm]) -> None:
