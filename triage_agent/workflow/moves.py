@@ -390,12 +390,13 @@ def _arm(move: Move, sit: Situation, status: Status) -> None:
     )
     sit.where[arm.hypothesis.id] = arm.location  # a rerun may have placed it more exactly
     if move.reading and ev is not None and ev.result == EvidenceResult.supported:
-        # the setting stays as B has it and this change alone makes every step match: the
-        # setting reaches training through it
+        # the setting (or a proven change) stays as B has it and this change alone makes
+        # every step match: it reaches training through the place this rerun found
         for h in settings:
             sit.ledger.update_hypothesis(
                 h.id,
-                statement=f"{h.statement}; it reaches training through {arm.hypothesis.statement}",
+                statement=f"{h.statement}; it reaches training through "
+                f"{arm.hypothesis.statement} (at {arm.location})",
             )
 
 
