@@ -636,9 +636,13 @@ def test_seed_rng_makes_a_call_draw_by_its_arguments_and_puts_the_streams_back(
         draws_mod_xyz.Data().item(7)
         assert torch.equal(torch.get_rng_state(), state)  # the caller's stream is untouched
         # a call named by nothing plain (a tensor, self) is not given one seed for every
-        # call: it draws from the stream as it would, and each call draws anew
+        # call: it is named by its place among the calls, so each call draws anew, from a
+        # seed of its own, and the caller's stream is put back after it
         x = torch.zeros(4)
         assert not torch.equal(draws_mod_xyz.Data().mask(x), draws_mod_xyz.Data().mask(x))
+        state = torch.get_rng_state()
+        draws_mod_xyz.Data().mask(x)
+        assert torch.equal(torch.get_rng_state(), state)
     finally:
         sys.meta_path[:] = before
         sys.modules.pop("draws_mod_xyz", None)

@@ -1063,3 +1063,72 @@ def test_memory_a_repeat_reads_before_writing_is_named_where_it_is_allocated(tmp
     assert (v.location or "").startswith("stats.py:12"), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
     assert proof.data.interventions == ["fill-empty stats.py:12"]
+
+
+ORDER_NET = """import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(6, 12)
+        self.head = torch.nn.Linear(12, 1)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.body(x)))
+
+
+class Stream:
+    def __init__(self, seed):
+        torch.manual_seed(seed)  # the data's own stream
+
+    def batch(self):
+        return torch.randn(8, 6)
+"""
+
+ORDER_TRAIN = """import argparse
+import torch
+from net import Net, Stream
+from triage_agent.metrics import MetricLog
+
+p = argparse.ArgumentParser()
+p.add_argument("--out")
+p.add_argument("--open-data-first", action="store_true")
+args = p.parse_args()
+torch.manual_seed(0)
+stream = Stream(100) if args.open_data_first else None
+model = Net()
+stream = stream or Stream(100)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+log = MetricLog(args.out)
+for step in range(4):
+    loss = model(stream.batch()).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    log.log(step, loss=loss.item())
+log.close()
+"""
+
+
+def test_a_seeding_moved_before_the_model_is_built_is_named_where_the_set_up_reaches_it(
+    tmp_path,
+):
+    # B opens its data stream, which seeds torch's generator, before it builds the model:
+    # the same seedings with the same values, in another order, so the model's weights come
+    # from the data's seed. The state check sees the seeding made with no parameter built
+    # in B and four in A; seeding the model's construction from its own call in both runs
+    # makes every step match, and B's line that reached the seeding first is named.
+    case = flags_case(
+        tmp_path,
+        "seed-order",
+        {"train.py": ORDER_TRAIN, "net.py": ORDER_NET},
+        [],
+        ["--open-data-first"],
+    )
+    result, st = triage(case)
+    v = result.verdict
+    assert v is not None and v.classification.value == "bug", v
+    assert (v.location or "").startswith("train.py:11"), v.location
+    proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
+    assert proof.data.interventions == ["seed-rng net:Net.__init__"]

@@ -350,6 +350,7 @@ class _Capture:
         self.opened = 0  # the write sequence number at after-K
         self.rng_start: dict[str, str] = {}
         self.seeds: list[Any] = []
+        self.built = 0  # parameters registered on modules so far (a seeding's place in set-up)
         self.seeding = False
         self.draws: dict[str, int] = {}
         self.last_step: int | None = None
@@ -358,10 +359,20 @@ class _Capture:
     def seeded(self, fn: str, value: Any) -> None:
         """Record one seeding, with the job's frame that made it (never fails the job)."""
         try:
+            from .job_frames import job_stack
             from .manifest import SeedCall, _sha
 
             said = repr(value) if isinstance(value, int | float | str | None) else _sha(value)
-            self.seeds.append(SeedCall(fn=fn, value=said[:80], caller=_job_frame()))
+            skip = (os.sep + os.path.join("torch", ""), os.path.join("numpy", ""), "triage_agent")
+            self.seeds.append(
+                SeedCall(
+                    fn=fn,
+                    value=said[:80],
+                    caller=_job_frame(),
+                    path=job_stack(skip)[:6],
+                    built=self.built,
+                )
+            )
         except Exception:  # noqa: BLE001 - as in write
             pass
 
@@ -474,6 +485,14 @@ class _Capture:
 
         # the job's own generators (a masker's, a sampler's): seeded by a method, not a function
         watch_generators(torch, generator_seeded)
+        register = torch.nn.Module.register_parameter
+
+        def register_parameter(module: Any, name: str, param: Any) -> None:
+            if param is not None:
+                self.built += 1
+            register(module, name, param)
+
+        torch.nn.Module.register_parameter = register_parameter
         self.hook = torch.nn.modules.module.register_module_forward_pre_hook(self.on_forward)
 
     def write(self, point: str, batch: tuple | None = None, writes: list | None = None) -> None:

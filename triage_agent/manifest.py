@@ -83,6 +83,16 @@ class SeedCall(BaseModel):
     fn: str
     value: str
     caller: str | None = Field(default=None, description="file:line (function) of the call")
+    path: list[str] = Field(
+        default_factory=list,
+        description="file:line of each of the job's frames that led to the call, innermost "
+        "first: two runs that make one call from one line may reach that line differently",
+    )
+    built: int | None = Field(
+        default=None,
+        description="parameters the process had registered on modules when it seeded: a "
+        "seeding before a model is built and one after it are the same call in another order",
+    )
 
 
 class BoundaryRecord(BaseModel):

@@ -554,16 +554,20 @@ def _identifies(v: Any) -> bool:
 
 def _seeded(original: Callable[..., Any], target: str) -> Callable[..., Any]:
     """``original`` run with every global generator seeded from its call (``target`` and the
-    plain arguments), and every stream put back when it returns."""
+    plain arguments, or, where no plain argument names it, its place among the calls), and
+    every stream put back when it returns."""
     import hashlib
+
+    calls = [0]
 
     def seeded(*args: Any, **kwargs: Any) -> Any:
         plain = [_plain_args(list(args)), sorted((k, _plain_args(v)) for k, v in kwargs.items())]
+        calls[0] += 1
         if not _identifies([plain[0], [v for _, v in plain[1]]]):
             # nothing in the call names it (only tensors and objects): one seed for every
             # call would make each call draw the same values, which tests nothing about
-            # where its draws come from; the call runs as it is
-            return original(*args, **kwargs)
+            # where its draws come from; the call is named by its place among the calls
+            plain.append(["call", calls[0]])
         key = json.dumps([target, *plain])
         seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
         snap = rng_snapshot()

@@ -73,6 +73,28 @@ from .structural import _arm
 MAX_SAID = 12
 
 
+class SeedOrder(BaseModel):
+    """One seeding both runs make with one value from one line, but with another number of
+    the model's parameters already built: the same call in another order of set-up."""
+
+    fn: str
+    value: str
+    caller: str | None
+    built_a: int
+    built_b: int
+    path_a: list[str] = Field(default_factory=list)
+    path_b: list[str] = Field(default_factory=list)
+
+    def place(self, run: str) -> str | None:
+        """The outermost frame of ``run``'s path to the seeding that the other run's path
+        does not hold: where the two set-ups part."""
+        mine, theirs = (self.path_a, self.path_b) if run == "a" else (self.path_b, self.path_a)
+        for frame in reversed(mine):
+            if frame not in theirs:
+                return frame
+        return None
+
+
 class PointDiff(BaseModel):
     """One pair of records compared: which point, which rank, what differs."""
 
@@ -85,9 +107,19 @@ class PointDiff(BaseModel):
         description="seedings made on the way to this point that differ between the two "
         "(another value at the same line, or a seeding only one makes)",
     )
+    reordered: list[SeedOrder] = Field(
+        default_factory=list,
+        description="seedings both make, alike, at another place in their set-up",
+    )
 
     def sentences(self) -> list[str]:
         out = [f"{self.point} rank {self.rank}: {s}" for s in self.seeds]
+        out += [
+            f"{self.point} rank {self.rank}: seed {o.fn}({o.value}) at {o.caller} made with "
+            f"{o.built_a} parameter(s) built in A and {o.built_b} in B (B from "
+            f"{o.place('b')}, A from {o.place('a')})"
+            for o in self.reordered
+        ]
         for d in self.diff.differences:
             what = {
                 "data": "data cursor",
@@ -382,6 +414,7 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
                         + draw_differences(ra.draws, rb.draws)
                         if same_span
                         else [],
+                        reordered=seed_orders(ra.seeds, rb.seeds) if same_span else [],
                     )
                 )
         if k is None:
@@ -410,6 +443,73 @@ def compare_records(recs: dict[str, list[BoundaryRecord]], k: int | None) -> lis
                     )
                 )
     return diffs
+
+
+def order_arms(case: Case, ledger: Ledger, draw_caller: str | None) -> list[Arm]:
+    """The first differing draw reads a generator whose state differs, and the state check
+    saw a seeding both runs make alike but at another place in their set-up (before the
+    model's parameters in one, after them in the other): the draws the model's
+    construction makes then come from another seed. The function that makes that draw,
+    run under every generator seeded from its own call in both runs (``seed-rng``), takes
+    the order out; every step matching proves it, and the place is where the one run's
+    set-up reached the seeding first."""
+    from .structural import call_site
+
+    marks = [m for m in ledger.state().stages if m.get("stage") == "state" and m.get("result")]
+    if not marks or not draw_caller:
+        return []
+    found = BoundaryState.model_validate(marks[-1]["result"])
+    orders = [o for d in found.diffs if d.between == "A vs B" for o in d.reordered]
+    site = call_site(draw_caller.split(" ", 1)[0], case.run_b.cwd)
+    if not orders or site is None or site.target is None or site.target.startswith("__main__"):
+        return []
+    o = orders[0]
+    early = "b" if o.built_b < o.built_a else "a"
+    place = o.place(early)
+    if place is None:
+        return []
+    where = f"{_relative(place.split(' (')[0], (case.run_b if early == 'b' else case.run_a).cwd)}"
+    built = {"a": o.built_a, "b": o.built_b}
+    late = "a" if early == "b" else "b"
+    return [
+        _state_arm(
+            "both",
+            f"seed-rng {site.target}",
+            "seed-value",
+            where,
+            f"run {early.upper()} reaches {o.fn}({o.value}) at {o.caller} from {where} with "
+            f"{built[early]} parameter(s) built, run {late.upper()} with {built[late]}: the "
+            f"draws {site.target} makes to build the model come from that seed in one run "
+            "and not the other",
+            f"seed-order|{site.target}|{where}",
+        )
+    ]
+
+
+def seed_orders(sa: list[SeedCall], sb: list[SeedCall]) -> list[SeedOrder]:
+    """Seedings paired as :func:`seed_differences` pairs them, alike in value, made with
+    another number of parameters built."""
+    key_a = [(s.fn, s.caller) for s in sa]
+    key_b = [(s.fn, s.caller) for s in sb]
+    sm = difflib.SequenceMatcher(a=key_a, b=key_b, autojunk=False)
+    out: list[SeedOrder] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag != "equal":
+            continue
+        for a, b in zip(sa[i1:i2], sb[j1:j2], strict=True):
+            if a.value == b.value and None not in (a.built, b.built) and a.built != b.built:
+                out.append(
+                    SeedOrder(
+                        fn=a.fn,
+                        value=a.value,
+                        caller=a.caller,
+                        built_a=a.built,
+                        built_b=b.built,
+                        path_a=a.path,
+                        path_b=b.path,
+                    )
+                )
+    return out[:4]
 
 
 def seed_differences(sa: list[SeedCall], sb: list[SeedCall]) -> list[str]:

@@ -28,7 +28,7 @@ from ..fingerprint import CaptureConfig
 from ..ledger_rules import BY_LATEST_TEST
 from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
-from .boundary_state import boundary_arms, proven_setting
+from .boundary_state import boundary_arms, order_arms, proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for
 from .extra_writers import writer_arms
@@ -342,6 +342,9 @@ def _trace_draws(move: Move, sit: Situation, status: Status) -> None:
     found, said = extra_call_arms(sit.case, draws + [c for c in ctx.extra_calls if c not in draws])
     for line in said[:3]:
         sit.ledger.note(f"extra call not testable: {line}")
+    if not draws:
+        # the same draws in both runs, from another seed: a seeding the set-ups order apart
+        found += order_arms(sit.case, sit.ledger, sit.trace.origin.caller)
     _add_trace_arms(sit, found)
 
 
