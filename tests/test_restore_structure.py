@@ -65,6 +65,7 @@ def test_structure_sees_modes_ties_and_what_no_optimizer_holds_and_puts_them_bac
         "tied": "enc.weight=dec.weight",
         "hooks": "",
         "outside_optimizer": "",
+        "held_twice": "",  # the tied weight is one parameter, listed once
     }
     m.drop.eval()
     m.enc.weight.requires_grad_(False)

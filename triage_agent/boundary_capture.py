@@ -54,6 +54,10 @@ from .job_objects import (
 )
 from .module_structure import grads, structure, unsaved_buffers
 
+# imported here, before install() watches the job's own imports: a module of this
+# package imported at start-up would look like one of the job's
+from .site_chain import chain_next as chain
+
 STATE_ENV = "TRIAGE_STATE_CAPTURE"
 _C = TypeVar("_C", bound=BaseModel)
 
@@ -650,6 +654,4 @@ def install() -> None:
 
 def chain_next() -> None:
     """Run the ``sitecustomize`` ours shadows, as Python would have."""
-    from .site_chain import chain_next as chain
-
     chain({str(INJECT_DIR), str(Path(__file__).resolve().parent / "fingerprint" / "inject")})

@@ -67,6 +67,9 @@ def check_ray_address(address: str) -> str:
 
 
 def import_ray() -> Any:
+    # Ray's C++ core takes its log level when it loads: set before the import, or its
+    # warnings from a connection no cluster answers still reach stderr after our error
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         import ray
     except ImportError:

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from ...errors import TriageError
 from ...policies import PATCHES_ENV, PatchFile, apply_patches
+from ...site_chain import chain_next
 from ..config import CONFIG_ENV, load_config
 from . import INJECT_DIR
 
@@ -108,6 +109,4 @@ def _finish() -> None:
 
 def _chain() -> None:
     """Run the sitecustomize ours shadows, if any, as Python would have."""
-    from ...site_chain import chain_next
-
     chain_next({str(INJECT_DIR)})
