@@ -1016,24 +1016,21 @@ LEFTOVER = """import os
 import torch
 
 
-def log_startup():
-    # the start-up log keeps scratch rows of this process's id; they are freed after
-    rows = [torch.full((2048,), float(os.getpid() % 9973)) for _ in range(16)]
-    del rows
-
-
 def class_weights():
+    # the start-up log's scratch row of this process's id, freed before the counts are made
+    scratch = torch.full((4096,), float(os.getpid() % 9973))
+    del scratch
     counts = torch.empty(2048)
-    counts[8:] = 1.0  # the classes past the eighth are all seen once
-    return counts[:16].clamp(0.5, 2.0)
+    counts[1024:] = 1.0  # the second half of the classes are all seen once
+    seen = torch.nan_to_num(counts, 0.0, 0.0, 0.0).clamp(-1e4, 1e4)
+    return torch.sigmoid(seen.mean() * 1e-3).expand(16).clone()
 """
 
 LEFTOVER_TRAIN = """import sys
 import torch
-from stats import class_weights, log_startup
+from stats import class_weights
 from triage_agent.metrics import MetricLog
 
-log_startup()
 weights = class_weights()
 torch.manual_seed(0)
 model = torch.nn.Linear(16, 1)
@@ -1051,18 +1048,20 @@ log.close()
 
 
 def test_memory_a_repeat_reads_before_writing_is_named_where_it_is_allocated(tmp_path):
-    # A run against its repeat: the class weights start from torch.empty and the first eight
-    # are never written, so they hold another process's leftover bytes. Zeroing what that
-    # line allocates, in both runs, makes every step match.
+    # A run against its repeat: the class counts start from torch.empty and their first half
+    # is never written, so it holds the bytes of a freed scratch row of the process's own
+    # id, which every launch has another of. Zeroing what that line allocates, in both runs,
+    # makes every step match. (The scratch row is larger than the counts, so the allocator
+    # hands its memory back whatever came before.)
     case = flags_case(
         tmp_path, "leftover", {"train.py": LEFTOVER_TRAIN, "stats.py": LEFTOVER}, [], []
     )
     result, st = triage(case)
     v = result.verdict
     assert v is not None and v.classification.value == "bug", v
-    assert (v.location or "").startswith("stats.py:12"), v.location
+    assert (v.location or "").startswith("stats.py:9"), v.location
     proof = next(e for e in st.evidence if e.id == verdict_basis(st).evidence)
-    assert proof.data.interventions == ["fill-empty stats.py:12"]
+    assert proof.data.interventions == ["fill-empty stats.py:9"]
 
 
 ORDER_NET = """import torch
