@@ -236,6 +236,7 @@ def _trace(move: Move, sit: Situation, status: Status) -> None:
 def _add_trace_arms(sit: Situation, arms: list[Arm]) -> None:
     """Add what a trace proposes, once each, less what lies in code two source trees share."""
     kept, shared = outside_the_change(sit.case, arms)
+    sit.held_arms += shared
     for a in shared:
         sit.ledger.note(
             f"not tested while the runs' source trees differ: {a.intervention} "
@@ -629,8 +630,12 @@ def _narrow(move: Move, sit: Situation, status: Status) -> None:
             statement=f"{setting.statement}; it reaches training through "
             f"{found.location.split(' (')[0]}",
         )
-    # the hunks are where the change begins; a function they rewrite that hands out a tensor
-    # its callers write is where the difference is made (a reading, the change kept)
+    # the hunks are where the change begins; when the trace saw a write in place in code
+    # both trees share, a function the hunks rewrite that hands out the tensor written is
+    # where the difference is made (a reading, the change kept)
+    writes = ("outplace ", "keep-saved", "isolate-writes ")
+    if not any(a.intervention.startswith(writes) for a in sit.held_arms):
+        return
     for arm in hunk_function_arms(sit.case, key, found):
         m = arm_move(arm, gain=move.gain, guided=True, why=arm.hypothesis.statement, cost_s=0.0)
         _arm(m.model_copy(update={"reading": True}), sit, status)

@@ -81,6 +81,7 @@ class Situation:
         self.trace: Stage2Result | None = None
         self.traced = False  # tracing was attempted (it may have concluded nothing)
         self.trace_arms: list[Arm] = []
+        self.held_arms: list[Arm] = []  # trace arms in code two source trees share, held
         self.bisected = False
         self.bisect_found: Hypothesis | None = None
         # the baselines' corresponding-boundary captures (two frameworks), when they wrote them
