@@ -821,12 +821,9 @@ def structure_arms(
     return out[:4]
 
 
-def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
-    """One run trains with parameters its optimizer does not hold while the other run's
-    optimizer holds every parameter its model has (at the same point): the first run's
-    optimizer updates tensors the model no longer uses, and the new ones never move (a layer
-    replaced after the optimizer was built). ``rebind-optimizer`` on that run tests it."""
-    key = "model_structure.outside_optimizer"
+def _one_run_holds(diffs: list[PointDiff], key: str) -> tuple[PointDiff, str, str, str] | None:
+    """(the diff, the run, its names, them shown) where a structure entry listing names is
+    non-empty in one run only (A vs B), at the first point that says so."""
     for d in diffs:
         if d.between != "A vs B":
             continue
@@ -835,11 +832,21 @@ def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
             continue
         a, b = (_plain_str(v) for v in (e.a, e.b))
         if (a == "") == (b == ""):
-            continue  # both leave some out, or neither: no one run to rebind
-        run = "a" if b == "" else "b"
-        outside = a or b
-        names = outside.split(",")
+            continue  # both hold some, or neither: no one run to test
+        names = (a or b).split(",")
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return d, "a" if b == "" else "b", a or b, shown
+    return None
+
+
+def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
+    """One run trains with parameters its optimizer does not hold while the other run's
+    optimizer holds every parameter its model has (at the same point): the first run's
+    optimizer updates tensors the model no longer uses, and the new ones never move (a layer
+    replaced after the optimizer was built). ``rebind-optimizer`` on that run tests it."""
+    found = _one_run_holds(diffs, "model_structure.outside_optimizer")
+    if found is not None:
+        d, run, outside, shown = found
         return [
             _state_arm(
                 run,
@@ -858,19 +865,9 @@ def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
 def repeat_arms(diffs: list[PointDiff]) -> list[Arm]:
     """One run's optimizer lists a parameter twice (updated twice by each step) where the
     other run's lists each once: ``unique-params`` on that run tests it."""
-    key = "model_structure.held_twice"
-    for d in diffs:
-        if d.between != "A vs B":
-            continue
-        e = next((e for e in d.diff.differences if e.path == key), None)
-        if e is None:
-            continue
-        a, b = (_plain_str(v) for v in (e.a, e.b))
-        if (a == "") == (b == ""):
-            continue
-        run = "a" if b == "" else "b"
-        twice = (a or b).split(",")
-        shown = ", ".join(twice[:4]) + (f" and {len(twice) - 4} more" if len(twice) > 4 else "")
+    found = _one_run_holds(diffs, "model_structure.held_twice")
+    if found is not None:
+        d, run, twice, shown = found
         return [
             _state_arm(
                 run,
@@ -880,7 +877,7 @@ def repeat_arms(diffs: list[PointDiff]) -> list[Arm]:
                 "optimizer)",
                 f"run {run.upper()}'s optimizer lists {shown} twice (at {d.point}) while the "
                 "other run's lists each parameter once: each step updates it twice",
-                f"repeat|{run}|{a or b}",
+                f"repeat|{run}|{twice}",
             )
         ]
     return []
