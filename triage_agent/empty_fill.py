@@ -14,13 +14,11 @@ which lines allocated, as the other in-process changes' do.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from typing import Any
 
-from .job_frames import PROJECT, TORCH, job_line
-from .outplace import _at
+from .job_frames import PROJECT, TORCH, at_site, job_line
+from .metrics_reports import EventsOnce
 
 _SKIP = (TORCH, PROJECT)
 _EMPTY = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
@@ -28,18 +26,7 @@ _EMPTY = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_em
 
 def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> None:
     """Zero what ``sites`` (file:line) allocate uninitialised, in this process."""
-    said: set[tuple[str, str]] = set()
-
-    def tell(site: str, event: str) -> None:
-        if (site, event) in said:
-            return
-        said.add((site, event))
-        try:
-            with open(report, "a") as fh:
-                line = {"pid": os.getpid(), "target": f"fill-empty {site}", "event": event}
-                fh.write(json.dumps(line) + "\n")
-        except OSError:
-            pass
+    tell = EventsOnce(report)
 
     def on_torch(module: Any = None) -> None:
         from torch.overrides import TorchFunctionMode
@@ -50,14 +37,14 @@ def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 if getattr(func, "__name__", "") in _EMPTY:
                     where = job_line(_SKIP)
                     for site in sites:
-                        if where is not None and _at(site, where):
-                            tell(site, "called")
+                        if where is not None and at_site(site, where):
+                            tell(f"fill-empty {site}", "called")
                             out.zero_()
                 return out
 
         FillEmpty().__enter__()  # for the life of the process; never left
         for site in sites:
-            tell(site, "patched")
+            tell(f"fill-empty {site}", "patched")
 
     if "torch" in sys.modules:
         on_torch()

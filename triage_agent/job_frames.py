@@ -26,6 +26,18 @@ def job_line(skip: tuple[str, ...], depth: int = 2) -> tuple[str, int] | None:
     return None
 
 
+def at_site(site: str, where: tuple[str, int]) -> bool:
+    """Whether ``where`` (file, line) is ``site``, a FILE:LINE as the job names it: a path
+    relative to the job's directory (a code object's file may carry it as given, or whole),
+    or absolute."""
+    path, _, line = site.rpartition(":")
+    name = os.path.normpath(where[0])
+    return str(where[1]) == line and (
+        name in (path, os.path.abspath(path))
+        or name.endswith(os.sep + os.path.normpath(path).lstrip(os.sep))
+    )
+
+
 def job_stack(skip: tuple[str, ...], depth: int = 2) -> list[str]:
     """'file:line' of every frame above the caller's caller whose file holds none of
     ``skip``, innermost first: the job's path to a call, not only its nearest line."""
@@ -75,6 +87,25 @@ class JobFiles:
                 self.skip
             )
         return known
+
+
+def returned_from(fn: Any, args: tuple, kwargs: dict, keep: Any) -> tuple[Any, str | None]:
+    """``fn(*args, **kwargs)`` and 'file:line' of the last return, while it ran, of a frame
+    ``keep(code)`` accepts: the line a function (or the job's code under it) returned from.
+    A profile for the one call; the profile outside it is put back."""
+    last: list[str] = []
+    outer = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "return" and keep(frame.f_code):
+            last[:] = [f"{frame.f_code.co_filename}:{frame.f_lineno}"]
+
+    sys.setprofile(profile)
+    try:
+        value = fn(*args, **kwargs)
+    finally:
+        sys.setprofile(outer)
+    return value, (last[0] if last else None)
 
 
 def profile_until_first_forward(

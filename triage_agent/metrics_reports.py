@@ -50,3 +50,30 @@ class BesideMetrics:
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.report))
         os.replace(tmp, target)
+
+
+def append_event(path: str, target: str, event: str) -> None:
+    """One line of the patch report: an in-process change ``target`` was installed or ran
+    (``event``). One short append per write, so the processes of a job never interleave; a
+    report that cannot be written leaves the job running (the workflow then reads "never
+    called", which is what it can prove)."""
+    line = json.dumps({"pid": os.getpid(), "target": target, "event": event})
+    try:
+        with open(path, "a") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass
+
+
+class EventsOnce:
+    """:func:`append_event` once per (target, event) in this process: a change called every
+    step says so once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.said: set[tuple[str, str]] = set()
+
+    def __call__(self, target: str, event: str) -> None:
+        if (target, event) not in self.said:
+            self.said.add((target, event))
+            append_event(self.path, target, event)

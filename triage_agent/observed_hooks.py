@@ -20,30 +20,12 @@ handed are not undone (``isolate-writes`` of the hook tests those).
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
 
-from .job_frames import JobFiles
+from .job_frames import JobFiles, returned_from
 from .metrics_reports import BesideMetrics
 
 REPORT = ".triage-observe-hooks.json"
-
-
-def _returned_at(fn: Any, args: tuple, kwargs: dict, job: JobFiles) -> tuple[Any, str | None]:
-    """``fn(*args, **kwargs)`` and the job's line it returned from."""
-    last: list[str] = []
-    outer = sys.getprofile()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "return" and job(frame.f_code.co_filename):
-            last[:] = [f"{frame.f_code.co_filename}:{frame.f_lineno}"]
-
-    sys.setprofile(profile)
-    try:
-        value = fn(*args, **kwargs)
-    finally:
-        sys.setprofile(outer)
-    return value, (last[0] if last else None)
 
 
 def install() -> None:
@@ -57,7 +39,7 @@ def install() -> None:
 
         @functools.wraps(hook)
         def observe(*args: Any, **kwargs: Any) -> None:
-            value, at = _returned_at(hook, args, kwargs, job)
+            value, at = returned_from(hook, args, kwargs, lambda code: job(code.co_filename))
             if value is not None and name not in out.report:
                 out.report[name] = {
                     "at": at,

@@ -13,22 +13,13 @@ this project. Calls from other lines pass through untouched.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from typing import Any
 
-from .job_frames import PROJECT, TORCH, job_line
+from .job_frames import PROJECT, TORCH, at_site, job_line
+from .metrics_reports import EventsOnce
 
 _SKIP = (TORCH, PROJECT)
-
-
-def _at(site: str, where: tuple[str, int]) -> bool:
-    path, _, line = site.rpartition(":")
-    filename, lineno = where
-    return lineno == int(line) and (
-        filename == path or filename.endswith(os.sep + path.lstrip(os.sep))
-    )
 
 
 # in-place by name, and yet no write to the values: flags and sharing
@@ -68,18 +59,7 @@ def out_of_place(func: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]
 
 def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> None:
     """Run the in-place calls of ``sites`` (file:line) out of place, in this process."""
-    said: set[str] = set()
-
-    def tell(site: str, event: str) -> None:
-        if (site, event) in said:
-            return
-        said.add((site, event))  # type: ignore[arg-type]
-        try:
-            with open(report, "a") as fh:
-                line = {"pid": os.getpid(), "target": f"outplace {site}", "event": event}
-                fh.write(json.dumps(line) + "\n")
-        except OSError:
-            pass
+    tell = EventsOnce(report)
 
     def on_torch(module: Any = None) -> None:
         torch = module or sys.modules["torch"]
@@ -92,14 +72,14 @@ def install(sites: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                 if swap is not None and swap[0] is not None:
                     where = job_line(_SKIP)
                     for site in sites:
-                        if where is not None and _at(site, where):
-                            tell(site, "called")
+                        if where is not None and at_site(site, where):
+                            tell(f"outplace {site}", "called")
                             return swap[0](*args, **swap[1])
                 return func(*args, **kwargs)
 
         OutOfPlace().__enter__()  # for the life of the process; never left
         for site in sites:
-            tell(site, "patched")
+            tell(f"outplace {site}", "patched")
         del torch
 
     if "torch" in sys.modules:

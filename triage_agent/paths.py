@@ -38,3 +38,10 @@ def split_rev_range(spec: str) -> tuple[str, str]:
         raise InputError(f"invalid revision range {spec!r}: expected REV_A..REV_B")
     a, b = spec.split("..")
     return check_rev(a), check_rev(b)
+
+
+def under_run(file: str, cwd: str | None) -> str:
+    """``file`` relative to a run's working directory where it lies under it (how a job's
+    FILE:LINE is written for the run's own interventions), else as given."""
+    root = str(Path(cwd or ".").resolve()).rstrip("/") + "/"
+    return file[len(root) :] if file.startswith(root) else file

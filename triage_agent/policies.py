@@ -74,6 +74,7 @@ from pydantic import BaseModel, Field, field_validator
 from .errors import InputError
 from .import_hooks import on_import
 from .job_objects import cursor_state, data_cursors, own_class, saved_keys, unsaved_attrs
+from .metrics_reports import append_event
 from .rng_streams import rng_restore, rng_snapshot, seed_all
 from .seed_pins import SeedPin
 
@@ -672,24 +673,16 @@ def _then_set(original: Callable[..., Any], attrs: dict[str, Any]) -> Callable[.
 
 
 def _report(path: str, patch: FunctionPatch, event: str) -> None:
-    line = json.dumps({"pid": os.getpid(), "target": patch.target, "event": event})
-    with open(path, "a") as f:  # one short line per write: processes never interleave
-        f.write(line + "\n")
+    append_event(path, patch.target, event)
 
 
 def _called_from(site: str) -> bool:
     """Whether the job's innermost frame (outside torch, DeepSpeed and this tool) is ``site``,
     a FILE:LINE as the job names it (a path relative to its directory, or absolute)."""
-    from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
+    from .job_frames import DEEPSPEED, PROJECT, TORCH, at_site, job_line
 
     where = job_line((TORCH, PROJECT, DEEPSPEED), depth=3)
-    if where is None:
-        return False
-    file, _, line = site.rpartition(":")
-    name = os.path.normpath(where[0])
-    return str(where[1]) == line and (
-        name == os.path.abspath(file) or name.endswith(os.sep + os.path.normpath(file))
-    )
+    return where is not None and at_site(site, where)
 
 
 def _apply_patch(patch: FunctionPatch, report: str) -> None:

@@ -17,10 +17,10 @@ tensor that requires grad is copied with ``clone``, so gradients still reach the
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from .job_frames import returned_from
 from .metrics_reports import BesideMetrics
 
 REPORT = ".triage-copy-returns.json"
@@ -56,26 +56,15 @@ def copying(original: Callable[..., Any], target: str) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        line: list[str] = []
-        outer = sys.getprofile()
-
-        def profile(frame: Any, event: str, arg: Any) -> None:
-            if event == "return" and frame.f_code is code:
-                line[:] = [f"{frame.f_code.co_filename}:{frame.f_lineno}"]
-
-        sys.setprofile(profile)
-        try:
-            value = original(*args, **kwargs)
-        finally:
-            sys.setprofile(outer)
+        value, at = returned_from(original, args, kwargs, lambda c: c is code)
         found = tensors(value)
         if found:
             out = _report()
             again = any(seen.get(id(t)) is t for t in found)
             said = out.report.get(target)
-            if line and (said is None or (again and not said.get("again"))):
+            if at and (said is None or (again and not said.get("again"))):
                 out.report[target] = {
-                    "at": line[0],
+                    "at": at,
                     "again": again,
                     "verb": "hands out the tensor object it returned on an earlier call: a "
                     "caller's in-place write reaches every later caller"

@@ -53,6 +53,7 @@ from ..evidence_data import ManifestData
 from ..interventions import parse_intervention, rerun
 from ..ledger import Ledger
 from ..manifest import AttrWrite, BoundaryRecord, ManifestDiff, SeedCall, diff_manifests
+from ..paths import under_run
 from ..process import end_side_by_side
 from ..records import Case, Classification, Evidence, EvidenceKind, EvidenceResult, Hypothesis
 from ..runs import (
@@ -468,7 +469,7 @@ def order_arms(case: Case, ledger: Ledger, draw_caller: str | None) -> list[Arm]
     place = o.place(early)
     if place is None:
         return []
-    where = f"{_relative(place.split(' (')[0], (case.run_b if early == 'b' else case.run_a).cwd)}"
+    where = f"{under_run(place.split(' (')[0], (case.run_b if early == 'b' else case.run_a).cwd)}"
     built = {"a": o.built_a, "b": o.built_b}
     late = "a" if early == "b" else "b"
     return [
@@ -1148,7 +1149,7 @@ def seed_arms(case: Case, recs: dict[str, list[BoundaryRecord]]) -> list[Arm]:
             if site is None:
                 continue
             seen.add(a.caller)
-            rel = _relative(site.file, case.run_b.cwd)
+            rel = under_run(site.file, case.run_b.cwd)
             where = f"{rel}:{site.line}" + (f" ({site.qualname})" if site.qualname else "")
             # both runs pinned, compared with each other: the value observed came from a
             # launch of its own, and a value a launch makes anew differs in every launch
@@ -1164,11 +1165,6 @@ def seed_arms(case: Case, recs: dict[str, list[BoundaryRecord]]) -> list[Arm]:
                 )
             )
     return out[:3]
-
-
-def _relative(file: str, cwd: str | None) -> str:
-    root = str(Path(cwd or ".").resolve()).rstrip("/") + "/"
-    return file[len(root) :] if file.startswith(root) else file
 
 
 def draw_arms(case: Case, recs: dict[str, list[BoundaryRecord]], k: int | None) -> list[Arm]:

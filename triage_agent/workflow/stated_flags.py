@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..ledger import Ledger
+from ..paths import under_run
 from ..records import Case, Classification, Hypothesis, RunSpec
 from ..runs import LaunchChanges, materialize
 from ..stated_values import REPORT, flag_texts
@@ -49,11 +50,6 @@ def _conversions(out_dir: str) -> list[dict]:
         except (OSError, ValueError):
             continue
     return found
-
-
-def _relative(file: str, cwd: str | None) -> str:
-    root = str(Path(cwd or ".").resolve()).rstrip("/") + "/"
-    return file[len(root) :] if file.startswith(root) else file
 
 
 def text_arms(
@@ -95,7 +91,7 @@ def text_arms(
         return []
     seen = _conversions(out.out_dir)
     said = "; ".join(
-        f"{c['target']} ({_relative(c['file'], case.run_b.cwd)}:{c['line']}) made {c['value']} "
+        f"{c['target']} ({under_run(c['file'], case.run_b.cwd)}:{c['line']}) made {c['value']} "
         f"of {c['text']!r}" + (" (not what the text states)" if c["misread"] else "")
         for c in seen[:6]
     )
@@ -108,7 +104,7 @@ def text_arms(
             or any(a.intervention.startswith(f"as-stated {target}=") for a in arms)
         ):
             continue
-        site = f"{_relative(c['file'], case.run_b.cwd)}:{c['line']}"
+        site = f"{under_run(c['file'], case.run_b.cwd)}:{c['line']}"
         hid = "H-" + hashlib.sha256(f"stated|{key}|{target}|{c['text']}".encode()).hexdigest()[:10]
         arms.append(
             Arm(
