@@ -13,6 +13,8 @@ from triage_agent.errors import InputError
 from triage_agent.interventions import parse_intervention
 from triage_agent.ledger_view import verdict_basis
 from triage_agent.records import EvidenceResult
+from triage_agent.workflow.extra_writers import extra_writers
+from triage_agent.workflow.write_recorder import Frame, WatchReport, WriteRecord
 
 TRAIN = """import sys
 
@@ -78,3 +80,38 @@ def test_a_suppression_scoped_to_a_line_parses_and_says_so():
     assert iv.site == "loops.py:21" and iv.scope == "run"
     with pytest.raises(InputError, match=r"\[@init\|@FILE:LINE\]"):
         parse_intervention("suppress torch.optim.lr_scheduler:LRScheduler.step@loops.py")
+
+
+def _writes(rank: int, writes: dict[tuple[str, str], int]) -> WatchReport:
+    """A report of writes through ReduceLROnPlateau.step called from the job's loop.py:37."""
+    lib = Frame(
+        file="/site-packages/torch/optim/lr_scheduler.py",
+        line=1,
+        function="ReduceLROnPlateau.step",
+        module="torch.optim.lr_scheduler",
+    )
+    job = Frame(file="/job/loop.py", line=37, function="fit", module="loop")
+    return WatchReport(
+        pid=1,
+        rank=rank,
+        writes=[
+            WriteRecord(cls=cls, attr=attr, value="0.1", stack=[lib, job], count=n)
+            for (cls, attr), n in writes.items()
+        ],
+    )
+
+
+def test_a_write_a_call_both_runs_make_alike_decides_is_no_extra_call():
+    # Both runs call the plateau scheduler every step (its position, written on each call,
+    # counts 8 in each); only A's call lowers the rate once. That is a decision taken on
+    # values that differ, not a call only A makes: no suppression is proposed for it.
+    lr = ("torch.optim.optimizer:Optimizer", "param_groups[0].lr")
+    pos = ("torch.optim.lr_scheduler:LRScheduler", "last_epoch")
+    a, b = _writes(0, {lr: 1, pos: 8}), _writes(0, {pos: 8})
+    decided: list = []
+    assert extra_writers([a], [b], "/job", "/job", decided) == []
+    step = "torch.optim.lr_scheduler:ReduceLROnPlateau.step"
+    assert decided == [("a", f"{lr[0]}.{lr[1]}", step, 1, 0)]
+    # the same rate write with the position written more often too: a call only A makes
+    found = extra_writers([_writes(0, {lr: 1, pos: 9})], [b], "/job", "/job")
+    assert {f[:2] for f in found} == {("a", f"{lr[0]}.{lr[1]}"), ("a", f"{pos[0]}.{pos[1]}")}

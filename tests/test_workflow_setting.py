@@ -174,6 +174,13 @@ def test_draws_and_scatters_are_not_arithmetic_reorderings():
     assert not is_arithmetic("aten::randperm")
 
 
+def test_collectives_that_sum_or_copy_the_ranks_buffers_are_arithmetic():
+    # a gradient all-reduced in another dtype or bucket is the same sum, associated otherwise
+    assert is_arithmetic("c10d::allreduce_") and is_arithmetic("c10d::_reduce_scatter_base_")
+    assert is_arithmetic("c10d::allgather_") and is_arithmetic("c10d::broadcast_")
+    assert not is_arithmetic("c10d::barrier") and not is_arithmetic("c10d::recv_")
+
+
 def test_a_scalar_from_an_object_the_line_calls_is_not_placed_at_that_line(tmp_path):
     from triage_agent.workflow.setting_effect import object_call
 

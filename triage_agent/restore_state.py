@@ -196,22 +196,30 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
     def stale_reads(log: Any, resumed: int) -> dict[str, Any]:
         """The file a resume from step ``resumed`` read that the saving process wrote after
         an earlier step, and the line of the job's source that names it."""
-        try:
-            with open(_written_path(log)) as fh:
-                written: dict[str, int] = json.load(fh)
-        except (OSError, ValueError):
-            return {}
+        written = _read_written(log)
         for path, sha, where in reads:
-            k = written.get(sha)
-            if k is not None and k < resumed:
-                name = os.path.basename(path)
+            rec = written.get(sha)
+            k = rec.get("step") if isinstance(rec, dict) else None
+            if k is None or k >= resumed:
+                continue
+            name = os.path.basename(path)
+            if rec.get("inside") and k + 1 == resumed:
+                # written inside the step the resume declares ended, before it did: the
+                # name is right, the moment is not
                 return {
                     "file": name,
                     "written_after": k,
                     "resumed_from": resumed,
                     "read_at": where,
-                    "named_at": name_site(name, job_sources()),
+                    "inside_at": rec.get("went_on_at"),
                 }
+            return {
+                "file": name,
+                "written_after": k,
+                "resumed_from": resumed,
+                "read_at": where,
+                "named_at": name_site(name, job_sources()),
+            }
         return {}
 
     def watch_state_dicts(cls: Any) -> None:
@@ -641,10 +649,13 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
                         what = args[0] if args else None
                         if isinstance(what, dict) and all(isinstance(k, str) for k in what):
                             snap["_keys"] = sorted(what)
-                        if len(args) > 1 and isinstance(args[1], str | os.PathLike):
-                            note_written(log, args[1], ended[-1])
                         # an update since step K's log: the file holds a later step's state
                         snap["_updated_since_log"] = updates[0] - updates[1]
+                        if len(args) > 1 and isinstance(args[1], str | os.PathLike):
+                            inside = snap["_updated_since_log"] > 0
+                            sha = note_written(log, args[1], ended[-1], inside)
+                            if inside:  # inside step K+1: where does that step go on?
+                                on_after_save(lambda at: note_went_on(log, sha, at))
                         stale = built_before_update(args[0], {}) if args else {}
                         for k in {step for _, step in stale.values() if step is not None}:
                             # state_dicts taken after step k, written after an update: what
@@ -720,15 +731,22 @@ def install(parts: list[str], report: str, pending: dict[str, list[Any]]) -> Non
 
             handle.append(torch.nn.modules.module.register_module_forward_pre_hook(first_forward))
 
-        def note_written(log: Any, path: Any, step: int) -> None:
-            try:
-                with open(_written_path(log)) as fh:
-                    written = json.load(fh)
-            except (OSError, ValueError):
-                written = {}
-            written[_sha(path)] = step
+        def note_written(log: Any, path: Any, step: int, inside: bool) -> str:
+            """File the checkpoint's bytes under the last step logged before it, and whether
+            an update since that log put it inside the next step."""
+            sha = _sha(path)
+            written = _read_written(log)
+            written[sha] = {"step": step, "inside": inside}
             with open(_written_path(log), "w") as fh:
                 json.dump(written, fh)
+            return sha
+
+        def note_went_on(log: Any, sha: str, at: str) -> None:
+            written = _read_written(log)
+            if isinstance(written.get(sha), dict):
+                written[sha]["went_on_at"] = at
+                with open(_written_path(log), "w") as fh:
+                    json.dump(written, fh)
 
         def stale_at(log: Any, step: int) -> str:
             return str(log.file.parent / STALE_FILE.format(step=step, rank=log.rank))
@@ -802,6 +820,43 @@ def _storage(t: Any) -> int | None:
 
 def _written_path(log: Any) -> str:
     return str(log.file.parent / WRITTEN_FILE.format(rank=log.rank))
+
+
+def _read_written(log: Any) -> dict[str, Any]:
+    try:
+        with open(_written_path(log)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
+
+
+def on_after_save(found: Any) -> None:
+    """Call ``found`` with 'file:line' of the deepest of the job's frames around a checkpoint
+    save (called from inside the save) that goes on to call something after it: the
+    function in which the step carries on past the save (a helper that only writes the file
+    returns first). Its line is the one it stood at when the save ran: the call that wrote
+    the checkpoint, as that function makes it. A profile from the save to that first call."""
+    frames: list[Any] = []
+    lines: dict[int, str] = {}
+    f = sys._getframe(2)
+    while f is not None:
+        if not any(s in f.f_code.co_filename for s in _SKIP):
+            frames.append(f)  # held: their ids stay unique while the profile looks at them
+            lines[id(f)] = f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    if not frames:
+        return
+    outer = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and id(frame.f_back) in lines:
+            sys.setprofile(outer)
+            at = lines[id(frame.f_back)]
+            frames.clear()
+            lines.clear()
+            found(at)
+
+    sys.setprofile(profile)
 
 
 def _sha(path: Any) -> str:

@@ -158,6 +158,20 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
     parts = []
     stale_parts: dict[str, list[str]] = {}
     for name, v in sorted(said.items()):
+        if isinstance(v, dict) and (stale := v.get("stale")) and stale.get("inside_at"):
+            # written inside the step the resume declares ended: what that step changed
+            # after the save is not in the file
+            said_once = (
+                f"{_short(stale['inside_at'])} (writes the checkpoint inside step "
+                f"{stale['resumed_from']}, after its update and before the step ends: the "
+                f"resume from step {stale['resumed_from']} reads state the step went on to "
+                "change after the save"
+            )
+            stale_parts.setdefault(said_once, []).append(f"{name}: {v.get('what', '')}")
+    if stale_parts:
+        # every part came from that file: where each was then loaded follows from it
+        return "; ".join(f"{head}; {'; '.join(what)})" for head, what in stale_parts.items())
+    for name, v in sorted(said.items()):
         if isinstance(v, dict) and (stale := v.get("stale")) and stale.get("named_at"):
             # the file the resume read holds an earlier step's state: no save after the step
             # the resume declares wrote another file, because the name does not tell them apart
@@ -169,7 +183,8 @@ def _parts_restored(arm: Arm, out_dir: str) -> str | None:
             stale_parts.setdefault(said_once, []).append(f"{name}: {v.get('what', '')}")
     parts += [f"{head}; {'; '.join(what)})" for head, what in stale_parts.items()]
     for name, v in sorted(said.items()):
-        if not isinstance(v, dict) or (v.get("stale") or {}).get("named_at"):
+        stale = (v.get("stale") or {}) if isinstance(v, dict) else {}
+        if not isinstance(v, dict) or stale.get("named_at") or stale.get("inside_at"):
             continue
         if v.get("built_at"):
             # the checkpoint holds a later step's state: the place is where it took it

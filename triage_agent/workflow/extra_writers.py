@@ -101,12 +101,32 @@ def _site(f: Frame, cwd: str | None) -> str:
     return f"{shown(f.file, cwd)}:{f.line}"
 
 
+def called_alike(ca: Counter, cb: Counter, key: tuple) -> bool:
+    """Whether the function behind ``key`` (rank, counter, module, function) writes another
+    counter as often in both runs: a counter it writes on every call (a scheduler's position)
+    says both runs call it alike, so the writes of ``key``'s counter that only one run makes
+    are a decision it takes on values that differ (a plateau scheduler that lowers the rate
+    in one run), not a call only one run makes. Suppressing it would test its decision, not
+    the place the difference comes from."""
+    rank, counter, mod, fn = key
+    return any(
+        k[0] == rank and k[2:] == (mod, fn) and k[1] != counter and n and cb.get(k) == n
+        for k, n in ca.items()
+    )
+
+
 def extra_writers(
-    a: list[WatchReport], b: list[WatchReport], cwd_a: str | None, cwd_b: str | None
+    a: list[WatchReport],
+    b: list[WatchReport],
+    cwd_a: str | None,
+    cwd_b: str | None,
+    decided: list[tuple[str, str, str, int, int]] | None = None,
 ) -> list[tuple[str, str, str, str, int, int]]:
     """(run, counter, module:function, the job's line, its writes, the other run's writes
     through that function) for each counter written through a function more often in one
-    run than in the other, on the lowest rank where that happens."""
+    run than in the other, on the lowest rank where that happens. Those the function writes
+    on a decision both runs call it to take (:func:`called_alike`) go to ``decided`` as
+    (run, counter, module:function, writes, the other run's writes) instead."""
     wa, wb = _writers(a, cwd_a), _writers(b, cwd_b)
 
     def by_callee(w: Counter) -> Counter:
@@ -122,6 +142,10 @@ def extra_writers(
             if n <= other.get(key, 0):
                 continue
             rank, counter, mod, fn = key
+            if called_alike(ca, cb, key):
+                if decided is not None:
+                    decided.append((run, counter, f"{mod}:{fn}", n, other.get(key, 0)))
+                continue
             sites = [(s, m) for (r, c, md, f, s), m in writes.items() if (r, c, md, f) == key]
             for site, _m in sorted(sites, key=lambda x: -x[1])[:2]:
                 out.append((run, counter, f"{mod}:{fn}", site, n, other.get(key, 0)))
@@ -152,11 +176,22 @@ def writer_arms(
             level="warning",
         )
         return []
-    found = extra_writers(reps["a"], reps["b"], case.run_a.cwd, case.run_b.cwd)
+    decided: list[tuple[str, str, str, int, int]] = []
+    found = extra_writers(reps["a"], reps["b"], case.run_a.cwd, case.run_b.cwd, decided)
     if not found:
+        said = "; ".join(
+            f"{callee} writes {counter} {n} time(s) in run {run.upper()} and {m} in the other, "
+            "while both runs call it alike (another counter it writes on each call is "
+            "written as often in both): a decision on values that differ, not an extra call"
+            for run, counter, callee, n, m in decided[:2]
+        )
         ledger.note(
-            f"{proven.id} read through the training counters: every scheduler counter is "
-            "written through the same functions as often in both runs",
+            f"{proven.id} read through the training counters: "
+            + (
+                said
+                or "every scheduler counter is written through the same functions as "
+                "often in both runs"
+            ),
             writes_read=proven.id,
             arms=[],
         )

@@ -12,6 +12,8 @@ None knows a case: each reads one kind of evidence and proposes the general test
   alone are tried together.
 - :func:`observed_state`: what the state at the boundaries showed (a stream not restored, a
   cursor's lost attributes, a writer only one run calls).
+- :func:`restores_together`: the restores the state at a resume pointed at, each refuted
+  alone, tried together.
 - :func:`corresponded`: two frameworks' corresponding boundaries, compared, and the
   interventions on B their first difference's diagnosis asks for.
 - :func:`traced`: what the trace showed (an event only one run executes, a draw among them;
@@ -302,6 +304,69 @@ def observed_state(sit: Situation) -> list[Move]:
                 cost_s=sit.launch_s,
             )
         )
+    return out
+
+
+def restores_together(sit: Situation) -> list[Move]:
+    """The restores the state at a resume pointed at, each refuted alone, tried in one rerun:
+    a checkpoint that misses several parts (a schedule and an average both a step behind)
+    leaves a step differing whichever one is put back alone."""
+    if sit.proven() or not sit.relaunch:
+        return []
+    out: list[Move] = []
+    for run in sit.resumed_runs():
+        alone = []
+        for a in sit.state_arms or []:
+            ev = sit.tried(a) if a.run == run and a.intervention.startswith("restore-") else None
+            if ev is not None and ev.result == EvidenceResult.refuted:
+                alone.append(a)
+        if len(alone) < 2:
+            continue
+        parts = sorted(
+            {
+                p
+                for a in alone
+                if a.intervention.startswith("restore-state ")
+                for p in a.intervention.split(" ", 1)[1].split(",")
+            }
+        )
+        ivs = [f"restore-state {','.join(parts)}"] if parts else []
+        ivs += sorted(
+            {a.intervention for a in alone if not a.intervention.startswith("restore-state ")}
+        )
+        hyp = Hypothesis(
+            id=_hid("together", run, *ivs),
+            statement=f"run {run.upper()} resumed, and {len(alone)} parts of its state differ "
+            f"from the uninterrupted run's ({'; '.join(a.location for a in alone)}): each put "
+            "back alone left a step differing; the resume brings none of them back, and "
+            "together they carry the difference",
+            category="resume-state",
+            rationale="restores each refuted alone: "
+            + ", ".join(a.intervention for a in alone)
+            + "; tested together in one rerun",
+            classification=CLASSIFICATION.get("resume-state", Classification.bug),
+        )
+        arm = Arm(
+            hypothesis=hyp,
+            intervention=ivs[0],
+            also=ivs[1:],
+            run=run,
+            kind="resume-together",
+            location="; ".join(a.location for a in alone),
+        )
+        if _untested(sit, arm) and prior_rerun(sit.ledger, hyp.id) is None:
+            evidence = [ev.id for a in alone if (ev := sit.tried(a)) is not None]
+            out.append(
+                arm_move(
+                    arm,
+                    gain=TRACED,
+                    guided=True,
+                    why=f"{len(alone)} parts of run {run.upper()}'s state differ after its "
+                    "resume, and no one of them put back alone made every step match",
+                    cost_s=sit.launch_s,
+                    evidence=evidence,
+                )
+            )
     return out
 
 
@@ -695,6 +760,7 @@ PROPOSERS: tuple[Proposer, ...] = (
     observations,
     declared,
     observed_state,
+    restores_together,
     corresponded,
     traced,
     resume,

@@ -83,13 +83,28 @@ SELECTING_OPS = frozenset(
 )
 
 
+# Collectives that sum the ranks' buffers (in the order the backend chooses: another
+# association of the same numbers) or that copy them whole from rank to rank: a gradient
+# sent in another dtype or bucketing is the same quantity computed otherwise.
+ARITHMETIC_COLLECTIVES = frozenset(
+    {
+        *("allreduce_", "allreduce_coalesced_", "reduce_", "reduce_scatter_"),
+        *("_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_"),
+        *("allgather_", "_allgather_base_", "allgather_into_tensor_coalesced_", "broadcast_"),
+    }
+)
+
+
 def is_arithmetic(name: str) -> bool:
-    """An ATen op that computes a value from its inputs in some order: no draw, no selection
-    by index or order, no atomic reduction, no collective."""
+    """An op that computes a value from its inputs in some order: an ATen op with no draw,
+    no selection by index or order and no atomic reduction, or a collective that sums or
+    copies the ranks' buffers (:data:`ARITHMETIC_COLLECTIVES`)."""
     op = parse_op(name)
-    if op is None or op.namespace not in (None, "aten"):
+    if op is None:
         return False
-    return op.base not in SELECTING_OPS
+    if op.namespace == "c10d":
+        return op.op in ARITHMETIC_COLLECTIVES
+    return op.namespace in (None, "aten") and op.base not in SELECTING_OPS
 
 
 Role = Literal["structural", "reordered", "origin", "receiver", "compiled"]
