@@ -1,0 +1,3 @@
+"""Reserved token ids."""
+
+PAD = 0
