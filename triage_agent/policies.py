@@ -503,6 +503,8 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
 
 
 CALLED_FROM = "called from "
+# isolate-writes: the job's line inside the function that set a mode it put back
+WROTE_AT = "set a mode at "
 _INIT = {"over": False, "hook": None}
 
 
@@ -632,11 +634,18 @@ def _handed_modules(args: tuple, kwargs: dict) -> list[Any]:
     return list(found.values())
 
 
-def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``original`` with every tensor it is handed put back as it was when it returns."""
+def _isolated_writes(
+    original: Callable[..., Any], tell: Callable[[str], None] = lambda e: None
+) -> Callable[..., Any]:
+    """``original`` with every tensor it is handed put back as it was when it returns. A
+    module mode it leaves changed is told (``tell``) as :data:`WROTE_AT` and the job's line
+    that set it, the first time: where inside the function the write was made."""
+    told = [False]
 
     def isolated(*args: Any, **kwargs: Any) -> Any:
         import torch
+
+        from .job_frames import DEEPSPEED, PROJECT, TORCH, job_line
 
         saved = [(t, t.detach().clone()) for t in _handed_tensors(args, kwargs)]
         # a module's mode and its parameters' trainability are written like its buffers:
@@ -644,14 +653,30 @@ def _isolated_writes(original: Callable[..., Any]) -> Callable[..., Any]:
         handed = _handed_modules(args, kwargs)
         modes = [(m, m.training) for m in handed]
         trainable = [(p, p.requires_grad) for m in handed for p in m.parameters(recurse=False)]
+        set_at: dict[int, str] = {}
+        Module = torch.nn.Module
+        train = Module.__dict__["train"]
+
+        def train_noting(module: Any, mode: bool = True) -> Any:
+            where = job_line((TORCH, PROJECT, DEEPSPEED))
+            if where is not None:
+                for m in module.modules():
+                    set_at[id(m)] = f"{where[0]}:{where[1]}"
+            return train(module, mode)
+
+        Module.train = train_noting
         try:
             return original(*args, **kwargs)
         finally:
+            Module.train = train
             with torch.no_grad():
                 for t, copy in saved:
                     if t.shape == copy.shape and t.dtype == copy.dtype:
                         t.copy_(copy)
             for m, training in modes:
+                if m.training != training and not told[0] and id(m) in set_at:
+                    told[0] = True
+                    tell(f"{WROTE_AT}{set_at[id(m)]}")
                 m.training = training
             for p, wanted in trainable:
                 if p.requires_grad != wanted:
@@ -698,7 +723,7 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
     if patch.seed_rng:
         impl = [_seeded(original, patch.target)]
     if patch.isolate_writes:
-        impl = [_isolated_writes(original)]
+        impl = [_isolated_writes(original, lambda e: _report(report, patch, e))]
     if patch.set_after is not None:
         impl = [_then_set(original, patch.set_after)]
     if patch.copy_return:

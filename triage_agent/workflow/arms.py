@@ -27,7 +27,7 @@ from ..interventions import (
 )
 from ..ledger import Ledger
 from ..ledger_rules import BY_LATEST_TEST
-from ..policies import CALLED_FROM, RESTORED
+from ..policies import CALLED_FROM, RESTORED, WROTE_AT
 from ..records import Case, Evidence, EvidenceKind, EvidenceResult, Hypothesis, HypothesisStatus
 
 
@@ -111,9 +111,21 @@ def try_arm(
 
 def _placed(arm: Arm, patches: dict[str, dict[str, int]]) -> str:
     """A suppression scoped to initialisation reports the frame of the call it dropped: the
-    line that made the extra call, a more exact place than the function it entered."""
+    line that made the extra call, a more exact place than the function it entered. An
+    isolation of a function's writes that had to give a module its mode back names the line
+    inside the function that set it."""
     iv = parse_intervention(arm.intervention)
     target = getattr(iv, "target", "")
+    if isinstance(iv, IsolateWritesIntervention):
+        wrote = {
+            e.removeprefix(WROTE_AT) for e in patches.get(target, {}) if e.startswith(WROTE_AT)
+        }
+        if len(wrote) == 1:
+            # the write it undid that the job made there: a module's mode left changed
+            return (
+                f"{_short(wrote.pop())} (sets the mode of modules the call is handed and "
+                f"leaves it changed), in {arm.location}"
+            )
     init = isinstance(iv, SuppressIntervention) and iv.scope == "init"
     ctor = isinstance(iv, SuppressIntervention | IsolateRngIntervention | IsolateWritesIntervention)
     ctor = ctor and target.endswith(".__init__")

@@ -279,7 +279,13 @@ def traced_replica_arms(sit: Situation) -> list:
         dirs = sit.trace.evidence.data_as(TraceCompareData).trace_dirs
     except TypeError:
         return []
-    return replica_arms(sit.case, dirs, sit.ledger.workspace)
+    if not (dirs.get("a") and dirs.get("b")):
+        return []  # no usable trace (each capture level failed or perturbed the run)
+    try:
+        return replica_arms(sit.case, dirs, sit.ledger.workspace)
+    except (TriageError, OSError) as exc:
+        sit.ledger.note(f"the traced ranks' parameter copies are not read: {exc}", level="warning")
+        return []
 
 
 def moved_generator(sit: Situation) -> bool:
