@@ -72,11 +72,11 @@ def test_a_named_package_comes_from_a_throwaway_checkout_of_each_revision(tmp_pa
         "revert_hunks": [],
     }
     assert len(paths) == 1 + res["reruns"]  # A's baseline, then B's, then the probes
-    # a checkout's JIT-built ops go inside that checkout, never into the user's cache
+    # the package holds no op sources: every launch shares one build of the installed
+    # framework's ops (a checkout with sources builds its own beside it: the test below)
     exts = extension_dirs(tmp_path)
-    assert len(exts) == len(paths)
-    for lib, ext in zip(paths, exts, strict=True):
-        assert ext != "-" and lib.startswith(str(Path(ext).parent) + "/"), (lib, ext)
+    assert len(exts) == len(paths) and len(set(exts)) == 1, exts
+    assert not exts[0].endswith(".torch_extensions"), exts
     # nothing of it is left, and the user's files and environment are as they were
     assert git.Repo(repo_dir).git.worktree("list", "--porcelain").count("worktree ") == 1
     assert _snapshot(repo_dir) == before
@@ -137,3 +137,18 @@ def test_cli_bad_input_is_one_line_exit_2_and_the_ledger_is_kept(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("error:") and said in lines[0], lines
         assert ledger.path.read_bytes() == kept, args
     assert launched(tmp_path) == []
+
+
+def test_a_checkout_builds_its_ops_apart_only_when_it_holds_their_sources(tmp_path):
+    from triage_agent.bisect.package import extensions_dir
+
+    job = tmp_path / "job"
+    (job / "finetune").mkdir(parents=True)
+    (job / "finetune" / "setup.py").write_text("x = 1\n")
+    # a job's own Python package loads the installed framework's ops: one shared build
+    assert extensions_dir(job) is None
+    fw = tmp_path / "fw"
+    (fw / "csrc" / "adam").mkdir(parents=True)
+    (fw / "csrc" / "adam" / "cpu_adam.cpp").write_text("// op\n")
+    # a framework's checkout builds its own revision's ops, beside it
+    assert extensions_dir(fw) == str(fw / ".torch_extensions")

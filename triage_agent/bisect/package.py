@@ -68,19 +68,37 @@ def package_on_path(run: RunSpec, env: dict[str, str]) -> Path:
         )
     old = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(path) + (os.pathsep + old if old else "")
-    env[EXTENSIONS_VAR] = extensions_dir(path)
+    if (ext := extensions_dir(path)) is not None:
+        env[EXTENSIONS_VAR] = ext
     return path
 
 
 EXTENSIONS_VAR = "TORCH_EXTENSIONS_DIR"
 
 
-def extensions_dir(checkout_path: Path) -> str:
-    """Where a run importing the package from ``checkout_path`` JIT-builds its ops.
+NATIVE_SUFFIXES = frozenset({".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp"})
+
+
+def holds_op_sources(tree: Path) -> bool:
+    """Whether a tree holds native sources a package JIT-builds ops from (C++ or CUDA files,
+    an ``op_builder``): a checkout of DeepSpeed does, a job's own Python package does not."""
+    for _root, dirs, files in os.walk(tree):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if "op_builder" in dirs or any(Path(f).suffix in NATIVE_SUFFIXES for f in files):
+            return True
+    return False
+
+
+def extensions_dir(checkout_path: Path) -> str | None:
+    """Where a run importing the package from ``checkout_path`` JIT-builds its ops; None
+    where the checkout holds no op sources (the ops it loads are the installed package's,
+    and their one build is shared: a build per probe costs a compile each).
 
     torch keeps one build per op name in its extensions directory, so a checkout's build of
     an op (another revision's sources) would replace the user's own and break every later
     launch of the installed package. The checkout's builds live inside the checkout and go
     with it.
     """
+    if not holds_op_sources(checkout_path):
+        return None
     return str(checkout_path / ".torch_extensions")

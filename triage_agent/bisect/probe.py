@@ -244,9 +244,10 @@ class Prober:
             )
         old = self.case.run_b.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         ivs = [
-            EnvIntervention(key="PYTHONPATH", value=str(path) + (os.pathsep + old if old else "")),
-            EnvIntervention(key=EXTENSIONS_VAR, value=extensions_dir(path)),
+            EnvIntervention(key="PYTHONPATH", value=str(path) + (os.pathsep + old if old else ""))
         ]
+        if (ext := extensions_dir(path)) is not None:
+            ivs.append(EnvIntervention(key=EXTENSIONS_VAR, value=ext))
         return rerun(self.case, "b", ivs, workspace=self.ws, timeout_s=self.timeout_s)
 
     def _bisect_data(self, key: str, probe: ProbeResult) -> BisectData:
