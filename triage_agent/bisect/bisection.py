@@ -429,9 +429,14 @@ def bisect_case(
     budget_s: float | None = None,
     timeout_s: float | None = None,
     progress: Callable[[BisectProgress], None] | None = None,
+    record: bool = True,
 ) -> BisectResult:
     """Bisect the case's source revisions to the first bad commit, then to a minimal set of
     commits and hunks whose revert makes B match A (see the module docstring).
+
+    ``record``: the case is recorded in the ledger first; False for a case the workflow
+    derived from the ledger's own (B run inside a repository it made), which the ledger
+    does not hold as its case.
 
     ``repo`` and ``rev_range`` ('A..B') override the case's ``runs.b.source``; the
     repository must lie inside the case's source roots (or ``extra_roots``). ``context``:
@@ -444,7 +449,8 @@ def bisect_case(
     rng = open_range(path, a_rev, b_rev)
     for run in (case.run_a, case.run_b):
         require_relaunchable(run)
-    ledger.record_case(case)
+    if record:
+        ledger.record_case(case)
     mode = _mode(case, rng.repo)
     git_repo = open_repo(rng.repo)
     _note_dirty(case, ledger, mode)

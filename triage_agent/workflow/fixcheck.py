@@ -358,6 +358,7 @@ def bisect_source_change(
     place: Callable[[str], str] = lambda loc: loc,
     same_job_without: str | None = None,
     context: int = 3,
+    record: bool = True,
 ) -> SourceChange | None:
     """No supported hypothesis, and the runs differ in source: bisect the revisions.
 
@@ -368,7 +369,8 @@ def bisect_source_change(
     the location names the hunk whose own effect shows at the earliest step first. A case
     that cannot be bisected, or a bisection without a proven set, is a ledger note and None.
     ``repo``, ``rev_range`` and ``extra_roots`` bisect a repository the workflow made (two
-    trees as two commits); ``place`` names a hunk's location as the run names that tree.
+    trees as two commits); ``place`` names a hunk's location as the run names that tree;
+    ``record`` False: ``case`` is derived from the ledger's (B run inside that repository).
     """
     try:
         res = bisect_case(
@@ -381,6 +383,7 @@ def bisect_source_change(
             budget_s=max(deadline - time.monotonic(), 0.0),
             timeout_s=timeout_s,
             progress=lambda p: on_status(f"bisect {p.phase}: {p.message}"),
+            record=record,
         )
     except InputError as exc:
         ledger.note(f"the source revisions cannot be bisected: {exc}", level="warning")

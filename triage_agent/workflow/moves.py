@@ -45,7 +45,12 @@ from .structural import (
     is_draw,
     replica_arms,
 )
-from .tree_narrowing import hunk_function_arms, narrow_tree_change, tree_pair
+from .tree_narrowing import (
+    hunk_function_arms,
+    narrow_file_change,
+    narrow_tree_change,
+    tree_pair,
+)
 from .uninitialised import empty_arms
 
 Status = Callable[[str, str], None]
@@ -57,6 +62,7 @@ What = Literal[
     "trace-back",
     "bisect",
     "narrow",
+    "narrow-files",
     "read-writes",
     "read-text",
     "arm",
@@ -138,6 +144,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "trace-back": _trace_back,
         "bisect": _bisect,
         "narrow": _narrow,
+        "narrow-files": _narrow_files,
         "read-writes": _read_writes,
         "read-text": _read_text,
         "arm": _arm,
@@ -647,6 +654,32 @@ def _narrow(move: Move, sit: Situation, status: Status) -> None:
         _arm(m.model_copy(update={"reading": True}), sit, status)
         if sit.validated(arm.hypothesis.id) is not None:
             return
+
+
+def _narrow_files(move: Move, sit: Situation, status: Status) -> None:
+    pair = sit.selected_files()
+    if pair is None:
+        return
+    found = narrow_file_change(
+        sit.case,
+        sit.ledger,
+        *pair,
+        selector=sit.where.get(move.hypothesis or "", "").removeprefix("config:").split(" ")[0],
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("bisect", m),
+    )
+    if found is None:
+        return
+    sit.bisect_found = found.hypothesis
+    sit.where[found.hypothesis.id] = found.location
+    if move.hypothesis:
+        setting = sit.state().hypotheses[move.hypothesis]
+        sit.ledger.update_hypothesis(
+            setting.id,
+            statement=f"{setting.statement}; it reaches training through "
+            f"{found.location.split(' (')[0]}",
+        )
 
 
 def _read_text(move: Move, sit: Situation, status: Status) -> None:

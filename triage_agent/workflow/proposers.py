@@ -24,6 +24,8 @@ None knows a case: each reads one kind of evidence and proposes the general test
 - :func:`readings`: a proven setting read further from the trace of the two runs.
 - :func:`narrowings`: a proven path setting whose two values are two trees (a package's two
   versions), narrowed to the hunks of their diff that carry the difference.
+- :func:`file_narrowings`: a proven flag that selects one of two files of the job, the two
+  files' hunks bisected to those that carry the difference.
 - :func:`write_readings`: a proven launch flag, config key or variable read through the
   training counters: a scheduler one run steps through a call the other never makes.
 - :func:`site_readings`: a proven setting read through a site a reproducer showed
@@ -628,6 +630,41 @@ def narrowings(sit: Situation) -> list[Move]:
     return out
 
 
+def file_narrowings(sit: Situation) -> list[Move]:
+    """A proven flag or config key that the reading of the trace could not classify, where
+    each run calls into one file of the job's own that the other never does (the setting
+    selects one of two implementations): the two files' hunks are bisected, B's setting
+    kept, to those that carry the whole difference."""
+    if sit.trace is None or not relaunchable(sit.case):
+        return []
+    out: list[Move] = []
+    for h in sit.proven():
+        where = sit.where.get(h.id, "")
+        if not where.startswith("config:") or h.id not in sit.read:
+            continue
+        if h.classification != Classification.unknown or any(p.id != h.id for p in sit.proven()):
+            continue  # read as a policy or a defect, or a reading already proved a place
+        pair = sit.selected_files()
+        if pair is None:
+            continue
+        out.append(
+            Move(
+                key=f"narrow-files|{h.id}",
+                kind="read",
+                what="narrow-files",
+                said=f"bisect the hunks between the files {where} selects ({pair[0].name} in A, "
+                f"{pair[1].name} in B) to those whose revert gives back A's bits",
+                cost_s=8 * sit.launch_s,
+                gain=POINTED,
+                guided=True,
+                why=f"{h.statement}, proven by {_proof(sit, h)}; each run calls into a file "
+                "of the job's own the other never does",
+                hypothesis=h.id,
+            )
+        )
+    return out
+
+
 def write_readings(sit: Situation) -> list[Move]:
     """A proven declared difference that is not a numerical setting may reach training
     through a call the code it selects makes: a counter written by that call. Read it by a
@@ -766,6 +803,7 @@ PROPOSERS: tuple[Proposer, ...] = (
     resume,
     readings,
     narrowings,
+    file_narrowings,
     write_readings,
     text_readings,
     site_readings,

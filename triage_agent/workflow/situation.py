@@ -90,6 +90,7 @@ class Situation:
         self.correspond_arms: list[Arm] = []
         self.correspond_relevant: set[str] = set()  # arms the diagnosis's words point at
         self.read: set[str] = set()  # proven settings already read further
+        self._selected: tuple[str | None, tuple[Path, Path] | None] = (None, None)
         self.where: dict[str, str] = {}  # hypothesis id -> the location its arm names
         self.done: set[str] = set()  # moves made in this process, by key
 
@@ -185,6 +186,24 @@ class Situation:
         if self.trace is not None and self.trace.origin is not None:
             return any(h.id in self.explained() for h in supported)
         return bool(supported)
+
+    def selected_files(self) -> tuple[Path, Path] | None:
+        """The one file of the job's own each run alone calls into, read once per trace
+        (:func:`.tree_narrowing.selected_files`)."""
+        from ..evidence_data import TraceCompareData
+        from .tree_narrowing import selected_files
+
+        t = self.trace
+        if t is None:
+            return None
+        if self._selected[0] != t.evidence.id:
+            try:
+                dirs = t.evidence.data_as(TraceCompareData).trace_dirs
+            except TypeError:
+                dirs = {}
+            pair = selected_files(self.case, dirs) if dirs.get("a") and dirs.get("b") else None
+            self._selected = (t.evidence.id, pair)
+        return self._selected[1]
 
     def trace_wanted(self) -> bool:
         return not self.supported() or self.opts.confirm_trace

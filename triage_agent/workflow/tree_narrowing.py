@@ -143,6 +143,101 @@ def narrow_tree_change(
     return _renamed_reader(ledger, found, b_dir, prefix)
 
 
+def selected_files(case: Case, trace_dirs: dict[str, str]) -> tuple[Path, Path] | None:
+    """(A's file, B's file): the one source file of the job's own that each run alone calls
+    into, as the trace of the two runs records its events' call sites; None unless there is
+    exactly one each. A setting that selects one of two implementations of the job
+    (``--trainer v2`` importing ``trainers/v2.py`` where A runs ``trainers/v1.py``) shows so."""
+    from ..compare.reader import read_native
+    from ..errors import TriageError
+
+    seen: dict[str, set[Path]] = {}
+    for run, spec in (("a", case.run_a), ("b", case.run_b)):
+        root = Path(spec.cwd or ".").resolve()
+        try:
+            trace = read_native(Path(trace_dirs[run]))
+        except (KeyError, TriageError, OSError):
+            return None
+        files: set[Path] = set()
+        for stream in list(trace.ranks.values())[:1]:
+            for i in range(min(len(stream), MAX_EVENTS)):
+                caller = stream.event(i).caller
+                if not caller:
+                    continue
+                f = Path(caller.rpartition(":")[0])
+                f = (f if f.is_absolute() else root / f).resolve()
+                if f.suffix == ".py" and f.is_relative_to(root):
+                    files.add(f)
+        seen[run] = files
+    only_a, only_b = seen["a"] - seen["b"], seen["b"] - seen["a"]
+    if len(only_a) != 1 or len(only_b) != 1:
+        return None
+    a, b = only_a.pop(), only_b.pop()
+    return (a, b) if a.is_file() and b.is_file() else None
+
+
+MAX_EVENTS = 200_000  # events read per run for their call sites
+
+
+def narrow_file_change(
+    case: Case,
+    ledger: Ledger,
+    a_file: Path,
+    b_file: Path,
+    *,
+    selector: str,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> SourceChange | None:
+    """Bisect the hunks between the two files of the job the setting ``selector`` selects
+    (A's and B's): B's working directory becomes two commits of a throwaway repository,
+    first with B's file holding A's text, then as it is, and B (its settings kept) is rerun
+    inside it with hunks reverted until every step matches. Each hunk is named in B's file
+    as the job names it (``trainers/v2.py:28``). The two files are two revisions of one
+    implementation, as two trees are: the selector is not a setting that asks for other
+    arithmetic, and the change is classified as a source change between revisions."""
+    b_root = Path(case.run_b.cwd or ".").resolve()
+    workspace = Path(ledger.workspace).resolve()
+    rel = b_file.relative_to(b_root)
+    base = workspace / "files" / hashlib.sha256(f"{a_file}|{b_file}".encode()).hexdigest()[:16]
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".triage", workspace.name)
+    try:
+        if base.exists():
+            shutil.rmtree(base)
+        for side in ("a", "b"):
+            shutil.copytree(b_root, base / side, ignore=ignore)
+        (base / "a" / rel).write_bytes(a_file.read_bytes())
+        root, a, b = trees_repo(workspace, base / "a", base / "b")
+    except (OSError, InputError) as exc:
+        ledger.note(
+            f"the files {a_file} and {b_file} could not be compared: {exc}", level="warning"
+        )
+        return None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    ledger.note(
+        f"the runs call into one file of the job's own each ({a_file.relative_to(b_root) if a_file.is_relative_to(b_root) else a_file} "
+        f"in A, {rel} in B): B's directory is bisected as two commits of {root} (B's file "
+        "holding A's text, then as it is), B rerun inside it with hunks reverted until every "
+        "step matches"
+    )
+    inside = case.model_copy(update={"run_b": case.run_b.model_copy(update={"cwd": str(root)})})
+    return bisect_source_change(
+        inside,
+        ledger,
+        timeout_s=timeout_s,
+        deadline=deadline,
+        on_status=on_status,
+        repo=root,
+        rev_range=f"{a}..{b}",
+        extra_roots=[root],
+        same_job_without=selector,
+        context=0,
+        record=False,
+    )
+
+
 def _renamed_reader(
     ledger: Ledger, found: SourceChange | None, b_dir: Path, prefix: str
 ) -> SourceChange | None:
