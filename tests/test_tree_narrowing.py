@@ -134,3 +134,17 @@ def test_a_rename_only_diff_and_the_string_that_still_holds_the_old_name(tmp_pat
     )
     (tmp_path / "log.py").write_text('def label(n):\n    return n == "normal"\n')
     assert name_readers(tmp_path, {"norm"}, set()) == [("opt.py", 6, "norm")]
+
+
+def test_hunks_that_bring_back_a_file_b_removed_name_no_place():
+    from triage_agent.workflow.tree_narrowing import _brought_back
+
+    moved = (
+        "diff --git a/kit/model.py b/kit/model.py\ndeleted file mode 100644\n"
+        "--- a/kit/model.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-import torch\n-X = 1\n"
+    )
+    edited = (
+        "diff --git a/kit/a.py b/kit/a.py\n--- a/kit/a.py\n+++ b/kit/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+    )
+    assert _brought_back([edited, moved]) == ["kit/model.py"]
+    assert _brought_back([edited]) == []

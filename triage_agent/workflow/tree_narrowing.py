@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..ledger import Ledger
-from ..records import Case, Classification, Hypothesis, RunSpec
+from ..records import Case, Classification, Hypothesis, HypothesisStatus, RunSpec
 from .arms import Arm
 from .fixcheck import SourceChange, bisect_source_change
 
@@ -140,7 +140,33 @@ def narrow_tree_change(
         # difference is not merged with its neighbours (a docstring, a signature)
         context=0,
     )
+    if found is not None and (gone := _brought_back(found.diffs)):
+        # the set that gives back A's bits runs A's own module again (B's tree moved or
+        # removed it): that is what giving B A's path proved already, not a place in B
+        ledger.update_hypothesis(
+            found.hypothesis.id,
+            status=HypothesisStatus.inconclusive,
+            reason=f"the hunks bring back {', '.join(gone)}, which B's tree no longer has: "
+            "B then runs A's code for it, and no change of B's is singled out",
+        )
+        ledger.note(
+            f"the smallest set of hunks that gives back A's bits brings back "
+            f"{', '.join(gone)}, a file B's tree moved or removed: B then runs A's module, "
+            f"which {key}={case.run_a.env.get(key)} proved already; no hunk is named",
+            level="warning",
+        )
+        return None
     return _renamed_reader(ledger, found, b_dir, prefix)
+
+
+def _brought_back(diffs: list[str]) -> list[str]:
+    """Files a set of hunks re-creates: removed in B's tree (``+++ /dev/null`` from A to B)."""
+    out = []
+    for d in diffs:
+        if "\n+++ /dev/null" in d:
+            m = re.search(r"^--- a/(\S+)", d, re.M)
+            out.append(m.group(1) if m else "a file")
+    return out
 
 
 def selected_files(case: Case, trace_dirs: dict[str, str]) -> tuple[Path, Path] | None:
