@@ -1,0 +1,6 @@
+"""trainkit: the training step our self-distillation jobs share."""
+
+from .loop import ModelEMA, Trainer
+
+__version__ = "1.4.1"
+__all__ = ["ModelEMA", "Trainer"]
