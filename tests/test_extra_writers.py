@@ -115,3 +115,52 @@ def test_a_write_a_call_both_runs_make_alike_decides_is_no_extra_call():
     # the same rate write with the position written more often too: a call only A makes
     found = extra_writers([_writes(0, {lr: 1, pos: 9})], [b], "/job", "/job")
     assert {f[:2] for f in found} == {("a", f"{lr[0]}.{lr[1]}"), ("a", f"{pos[0]}.{pos[1]}")}
+
+
+def test_a_line_that_steps_k_times_as_often_is_brought_to_the_other_runs_rate(tmp_path):
+    # B steps the schedule once per micro-batch (4 per step) from one line, A once per step
+    # from another; both construct it alike. The test for B's line is one call in four
+    # let through, not every call suppressed (which would stop B's schedule altogether).
+    import sys
+
+    from triage_agent.interventions import parse_intervention, to_text
+    from triage_agent.policies import FunctionPatch, _apply_patch
+
+    pos = ("torch.optim.lr_scheduler:LRScheduler", "last_epoch")
+
+    def report(rank: int, site_line: int, n: int) -> WatchReport:
+        lib = Frame(
+            file="/x/torch/optim/lr_scheduler.py",
+            line=1,
+            function="LRScheduler.step",
+            module="torch.optim.lr_scheduler",
+        )
+        ctor = Frame(file="/job/trainer.py", line=9, function="Trainer.__init__", module="trainer")
+        at = Frame(file="/job/trainer.py", line=site_line, function="Trainer.fit", module="trainer")
+        return WatchReport(
+            pid=1,
+            rank=rank,
+            writes=[
+                WriteRecord(cls=pos[0], attr=pos[1], value="1", stack=[lib, ctor], count=1),
+                WriteRecord(cls=pos[0], attr=pos[1], value="1", stack=[lib, at], count=n),
+            ],
+        )
+
+    found = extra_writers([report(0, 30, 8)], [report(0, 54, 32)], "/job", "/job")
+    assert [(f[0], f[3], f[6]) for f in found] == [("b", "trainer.py:54", 4)]
+    iv = parse_intervention("thin torch.optim.lr_scheduler:LRScheduler.step@trainer.py:54=4")
+    assert to_text(iv) == "thin torch.optim.lr_scheduler:LRScheduler.step@trainer.py:54=4"
+
+    # the patch lets the K-th of every K calls through
+    (tmp_path / "ticker.py").write_text("calls = []\n\ndef tick(i):\n    calls.append(i)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import ticker
+
+        _apply_patch(FunctionPatch(target="ticker:tick", every=3), str(tmp_path / "r.jsonl"))
+        for i in range(1, 10):
+            ticker.tick(i)
+        assert ticker.calls == [3, 6, 9]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("ticker", None)

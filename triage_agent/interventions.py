@@ -15,6 +15,8 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
 ``suppress pkg.mod:Qual.name``                 suppress   the function returns None, in every process
 ``suppress pkg.mod:Qual.name@init``            suppress   only its calls before the first step do
 ``suppress pkg.mod:Qual.name@FILE:LINE``       suppress   only the calls the job's line makes do
+``thin pkg.mod:Qual.name[@FILE:LINE]=K``        suppress   one call in every K goes through (the
+                                                          K-th), the others return None
 ``replace pkg.mod:Qual.name=pkg2.mod:func``    replace    calls go to the other function instead
 ``isolate-rng pkg.mod:Qual.name``              isolate    the function runs under every generator's
                                                           state saved before and restored after it
@@ -265,6 +267,12 @@ class SuppressIntervention(BaseModel):
         description="FILE:LINE: only the calls the job makes from that line (its innermost "
         "frame outside torch, DeepSpeed and this tool)",
     )
+    every: int | None = Field(
+        default=None,
+        ge=2,
+        description="thin: one call in every K goes through (the K-th), the others return "
+        "None: a call made K times as often as the other run makes it, brought to its rate",
+    )
 
 
 class ReplaceIntervention(BaseModel):
@@ -328,7 +336,7 @@ INTERVENTION = TypeAdapter(Intervention)
 
 FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
-    "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name, replace pkg.mod:Qual.name=pkg2.mod:func, "
+    "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name[@init|@FILE:LINE], thin pkg.mod:Qual.name[@FILE:LINE]=K, replace pkg.mod:Qual.name=pkg2.mod:func, "
     "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, copy-returns pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, fill-empty FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
     "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
@@ -439,6 +447,19 @@ def parse_intervention(text: str) -> Intervention:
             if site is not None:
                 return SuppressIntervention(target=_not_main(text, target), site=site)
             return SuppressIntervention(target=_not_main(text, target), scope=scope or "run")
+        if word == "thin":
+            call, eq, k = rest.rpartition("=")
+            target, at, site = call.partition("@")
+            if (
+                not eq
+                or not k.isdigit()
+                or not CALLABLE_RE.fullmatch(target)
+                or (at and not re.fullmatch(SITE_RE, site))
+            ):
+                raise _bad(text, "expected thin pkg.module:Qualified.name[@FILE:LINE]=K")
+            return SuppressIntervention(
+                target=_not_main(text, target), site=site or None, every=int(k)
+            )
         if word == "replace":
             target, eq, repl = rest.partition("=")
             if not eq or not CALLABLE_RE.fullmatch(target) or not CALLABLE_RE.fullmatch(repl):
@@ -600,6 +621,14 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in vs.items())
             said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in vs.items())
             return f"restore-globals {text}", f"where the resume is declared: {said}"
+        case SuppressIntervention(target=t, site=site, every=int(k)):
+            at = f"@{site}" if site else ""
+            where = f" where {site} calls it" if site else ""
+            return (
+                f"thin {t}{at}={k}",
+                f"{t}{where} let through once in every {k} calls (the {k}th; the others "
+                "return None)",
+            )
         case SuppressIntervention(target=t, site=str(site)):
             return f"suppress {t}@{site}", f"{t} suppressed where {site} calls it (returns None)"
         case SuppressIntervention(target=t, scope="init"):
@@ -986,8 +1015,8 @@ def plan(
                 changes.restore_globals.update(vs)
             case SyncGradsIntervention(params=ps):
                 changes.sync_grads += ps
-            case SuppressIntervention(target=t, scope=scope, site=site):
-                changes.patches.append(FunctionPatch(target=t, scope=scope, site=site))
+            case SuppressIntervention(target=t, scope=scope, site=site, every=every):
+                changes.patches.append(FunctionPatch(target=t, scope=scope, site=site, every=every))
             case ReplaceIntervention(target=t, replacement=r):
                 changes.patches.append(FunctionPatch(target=t, replacement=r))
             case PolicyIntervention(policy=p):

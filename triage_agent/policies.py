@@ -383,6 +383,9 @@ class FunctionPatch(BaseModel):
     scope: Literal["run", "init"] = Field(
         default="run", description="init: only calls made before the first step is begun"
     )
+    every: int | None = Field(
+        default=None, description="a suppression that lets one call in every K through"
+    )
     site: str | None = Field(
         default=None,
         description="FILE:LINE: only the calls whose innermost frame outside torch, DeepSpeed "
@@ -735,6 +738,7 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
 
         impl = [as_stated(original, patch.as_stated)]
     called = [False]
+    thinned = [0]  # calls a thinned suppression has seen
     if patch.scope == "init":
         _watch_init()
 
@@ -743,6 +747,10 @@ def _apply_patch(patch: FunctionPatch, report: str) -> None:
             return original(*args, **kwargs)
         if patch.site is not None and not _called_from(patch.site):
             return original(*args, **kwargs)
+        if patch.every is not None:
+            thinned[0] += 1
+            if thinned[0] % patch.every == 0:
+                return original(*args, **kwargs)
         if not impl:
             impl.append(_lookup(patch.replacement)[2])
         if not called[0]:

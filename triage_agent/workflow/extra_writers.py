@@ -121,9 +121,10 @@ def extra_writers(
     cwd_a: str | None,
     cwd_b: str | None,
     decided: list[tuple[str, str, str, int, int]] | None = None,
-) -> list[tuple[str, str, str, str, int, int]]:
+) -> list[tuple[str, str, str, str, int, int, int | None]]:
     """(run, counter, module:function, the job's line, its writes, the other run's writes
-    through that function) for each counter written through a function more often in one
+    through that function, K when that line writes K times as often as the other run's
+    lines do (:func:`_rate`)) for each counter written through a function more often in one
     run than in the other, on the lowest rank where that happens. Those the function writes
     on a decision both runs call it to take (:func:`called_alike`) go to ``decided`` as
     (run, counter, module:function, writes, the other run's writes) instead."""
@@ -146,10 +147,31 @@ def extra_writers(
                 if decided is not None:
                     decided.append((run, counter, f"{mod}:{fn}", n, other.get(key, 0)))
                 continue
-            sites = [(s, m) for (r, c, md, f, s), m in writes.items() if (r, c, md, f) == key]
+            theirs = wa if writes is wb else wb
+            # the lines that write through it as often in both runs (its construction) are
+            # no extra writers
+            sites = [
+                (s, m)
+                for (r, c, md, f, s), m in writes.items()
+                if (r, c, md, f) == key and theirs.get((r, c, md, f, s)) != m
+            ]
             for site, _m in sorted(sites, key=lambda x: -x[1])[:2]:
-                out.append((run, counter, f"{mod}:{fn}", site, n, other.get(key, 0)))
+                k = _rate(writes, theirs, key, site)
+                out.append((run, counter, f"{mod}:{fn}", site, n, other.get(key, 0), k))
     return out
+
+
+def _rate(mine: Counter, theirs: Counter, key: tuple, site: str) -> int | None:
+    """K when ``site``'s writes through ``key``'s function are K >= 2 times the other run's
+    writes through it, the lines both runs write through alike left out (a scheduler's
+    constructor): a call made once per micro-batch where the other run makes it once per
+    step. None when the counts are no such multiple."""
+    ours = mine.get((*key, site), 0)
+    alike = {k[4] for k, n in mine.items() if k[:4] == key and theirs.get(k) == n}
+    rest = sum(n for k, n in theirs.items() if k[:4] == key and k[4] not in alike)
+    if rest and ours % rest == 0 and ours // rest >= 2:
+        return ours // rest
+    return None
 
 
 def writer_arms(
@@ -197,18 +219,29 @@ def writer_arms(
         )
         return []
     arms = []
-    for run, counter, callee, site, n, m in found[:2]:
+    for run, counter, callee, site, n, m, k in found[:2]:
         module = callee.split(":")[0]
         if module in ("", "__main__"):
             continue  # a function of the launched script: nothing can patch it by name
         # a library function the job's line calls is suppressed there only; a function of
-        # the job's own that writes the counter itself is suppressed where it is
+        # the job's own that writes the counter itself is suppressed where it is; a line
+        # that calls it K times as often as the other run is brought to the other's rate
         own = not any(s in module.replace(".", "/") + "/" for s in ("torch/", "deepspeed/"))
-        intervention = f"suppress {callee}" if own else f"suppress {callee}@{site}"
+        where = "" if own else f"@{site}"
+        intervention = f"thin {callee}{where}={k}" if k else f"suppress {callee}{where}"
+        if any(a.intervention == intervention and a.run == run for a in arms):
+            continue  # another counter the same calls write
+        rate = f", {k} times as often as the other run calls it" if k else ""
         statement = (
             f"run {run.upper()}'s call at {site} writes {counter} through {callee} ({n} writes "
-            f"against the other run's {m}): the extra writes carry the difference that "
+            f"against the other run's {m}{rate}): the extra writes carry the difference that "
             f"{proven.statement.split(':')[0]} exposes"
+        )
+        test = (
+            f"letting one call in {k} through where {site} calls {callee}"
+            if k
+            else f"suppressing {callee} where {site} calls it (or, the job's own function, "
+            "wherever it runs)"
         )
         hid = (
             "H-"
@@ -221,9 +254,8 @@ def writer_arms(
                     statement=statement,
                     category="extra-call",
                     rationale=f"a write watch on {counter}: {n} writes through {callee} in run "
-                    f"{run.upper()}, {m} in the other; tested by suppressing {callee} where "
-                    f"{site} calls it (or, the job's own function, wherever it runs), every "
-                    "setting as the run has it",
+                    f"{run.upper()}, {m} in the other; tested by {test}, every setting as "
+                    "the run has it",
                     classification=Classification.bug,
                 ),
                 intervention=intervention,
