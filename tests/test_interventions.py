@@ -157,6 +157,8 @@ def _differs(case: Case, a: RunOutcome) -> int:
         ("config --lr=0.1", ConfigIntervention(key="--lr", value="0.1"), "launch flag --lr=0.1"),
         ("suppress a.b:C.d", SuppressIntervention(target="a.b:C.d"), "a.b:C.d suppressed (returns None)"),
         ("replace a.b:f=c:g", ReplaceIntervention(target="a.b:f", replacement="c:g"), "a.b:f replaced by c:g"),
+        ("thin a.b:C.d@t.py:54=4", SuppressIntervention(target="a.b:C.d", site="t.py:54", every=4), "a.b:C.d where t.py:54 calls it let through once in every 4 calls (the last of each 4; the others return None)"),
+        ("thin a.b:f=2", SuppressIntervention(target="a.b:f", every=2), "a.b:f let through once in every 2 calls (the last of each 2; the others return None)"),
         ("restore-rng", PolicyIntervention(policy="restore-rng"), None),
         ("deterministic", PolicyIntervention(policy="deterministic"), None),
         ("revert lib/x.py, y.py", RevertIntervention(paths=["lib/x.py", "y.py"]), "lib/x.py, y.py reverted to the other run's revision"),
@@ -183,6 +185,10 @@ def test_parse_intervention_reads_every_form_and_writes_it_back(text, model, sai
         ("suppress nocolon", "expected suppress"),
         ("suppress a:b c", "expected suppress"),
         ("replace a:b", "expected replace"),
+        ("thin a.b:f", "expected thin"),
+        ("thin a.b:f=x", "expected thin"),
+        ("thin a.b:f@nowhere=3", "expected thin"),
+        ("thin a.b:f=1", "greater than or equal to 2"),
         ("revert /etc/passwd", "repository-relative"),
         ("revert ../x.py", "repository-relative"),
         ("deterministic now", "unknown kind"),
@@ -574,6 +580,7 @@ def test_cli_rerun_prints_one_line_and_records_the_evidence(tmp_path):
     for args, said in (
         (["-i", "bogus X=1"], "unknown kind 'bogus'"),
         (["-i", "config a..b=1"], "not a dotted key path"),
+        (["-i", "thin toylib:adjust=0"], "greater than or equal to 2"),
         (["-i", "revert toylib.py"], "applied by the fix check"),
         ([], "no intervention"),
     ):

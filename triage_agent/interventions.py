@@ -626,8 +626,8 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             where = f" where {site} calls it" if site else ""
             return (
                 f"thin {t}{at}={k}",
-                f"{t}{where} let through once in every {k} calls (the {k}th; the others "
-                "return None)",
+                f"{t}{where} let through once in every {k} calls (the last of each {k}; the "
+                "others return None)",
             )
         case SuppressIntervention(target=t, site=str(site)):
             return f"suppress {t}@{site}", f"{t} suppressed where {site} calls it (returns None)"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..ledger import Ledger
+from ..paths import under_run
 from ..records import Case, Classification, Hypothesis, HypothesisStatus, RunSpec
 from .arms import Arm
 from .fixcheck import SourceChange, bisect_source_change
@@ -243,7 +244,7 @@ def narrow_file_change(
     finally:
         shutil.rmtree(base, ignore_errors=True)
     ledger.note(
-        f"the runs call into one file of the job's own each ({a_file.relative_to(b_root) if a_file.is_relative_to(b_root) else a_file} "
+        f"the runs call into one file of the job's own each ({under_run(str(a_file), str(b_root))} "
         f"in A, {rel} in B): B's directory is bisected as two commits of {root} (B's file "
         "holding A's text, then as it is), B rerun inside it with hunks reverted until every "
         "step matches"
