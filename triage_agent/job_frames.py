@@ -82,9 +82,13 @@ class JobFiles:
     def __call__(self, filename: str) -> bool:
         known = self.known.get(filename)
         if known is None:
+            # '<frozen importlib._bootstrap>', '<string>': no file, and a relative-looking
+            # name that would resolve under the start directory
             path = os.path.realpath(filename)
-            known = self.known[filename] = path.startswith(self.root) and not path.startswith(
-                self.skip
+            known = self.known[filename] = (
+                not filename.startswith("<")
+                and path.startswith(self.root)
+                and not path.startswith(self.skip)
             )
         return known
 

@@ -478,6 +478,11 @@ class PatchFile(BaseModel):
         description="texts whose conversions by the job's functions are recorded until the "
         "first module forward (:mod:`.stated_values`)",
     )
+    values: bool = Field(
+        default=False,
+        description="record the small values the job's own functions are handed and return, "
+        "line by line (:mod:`.call_values`)",
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -828,6 +833,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .stated_values import install as install_follow
 
         install_follow(spec.follow, pending)
+    if spec.values:
+        from .call_values import install as install_values
+
+        install_values()
     for patch in spec.patches:
         if patch.module in sys.modules:
             _apply_patch(patch, spec.report)

@@ -111,6 +111,9 @@ class LaunchChanges(BaseModel):
     fill_empty: list[str] = Field(
         default_factory=list, description="lines of the job whose empty allocations are zeroed"
     )
+    values: bool = Field(
+        default=False, description="the small values the job's own functions see are recorded"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -130,6 +133,7 @@ class LaunchChanges(BaseModel):
             or self.sync_grads
             or self.follow
             or self.fill_empty
+            or self.values
             or self.source_digest
             or self.described
         )
@@ -752,6 +756,7 @@ def materialize(
         or changes.sync_grads
         or changes.follow
         or changes.fill_empty
+        or changes.values
     ):
         spec = PatchFile(
             patches=changes.patches,
@@ -763,6 +768,7 @@ def materialize(
             sync_grads=changes.sync_grads,
             follow=changes.follow,
             fill_empty=changes.fill_empty,
+            values=changes.values,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))

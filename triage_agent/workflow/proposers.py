@@ -780,7 +780,7 @@ def _readable(sit: Situation, h: Hypothesis) -> bool:
     (an order the job's code took from it)."""
     if h.id in sit.read:
         return False
-    return h.category == "config" or (
+    return h.category in ("config", "precision") or (
         h.category == "environment" and uncontrolled(sit.where.get(h.id, ""))
     )
 

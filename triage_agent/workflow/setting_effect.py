@@ -56,9 +56,12 @@ from .classify import (
     RANDOM_OPS,
     parse_op,
 )
-from .declared import uncontrolled
+from .declared import PRECISIONS, uncontrolled
+from .situation import same_program
 from .stage2 import new_context, trace_and_compare
 from .state_counter import counter_writer
+from .value_origin import said as origin_said
+from .value_origin import value_origin
 
 # Within this many ulps the first differing metric reads the same quantity rounded otherwise:
 # one forward and backward over reordered fp32 arithmetic moves a logged loss or norm by a
@@ -724,6 +727,14 @@ def read_proven_setting(
     differ = scalars_differ(ca, cb)
     if not differ:
         return unknown(f"{where} gets equal inputs and equal arguments yet differs")
+    if all(_precision_name(x) and _precision_name(y) for x, y in differ):
+        # the op is handed a dtype: the setting chose the precision it computes in
+        said = (
+            f"{setting} chooses the precision of the arithmetic: with tensor inputs equal, "
+            f"{where} is handed another dtype ({differ[0][0]!r} in A, {differ[0][1]!r} in B), a "
+            "numerical policy"
+        )
+        return _record(ledger, hyp, ev, Classification.policy_difference, setting, said)
     if values is not None and all(
         _is_value(x, values[0]) and _is_value(y, values[1]) for x, y in differ
     ):
@@ -750,7 +761,13 @@ def read_proven_setting(
     if through is not None:
         # the op runs inside a method the job's line calls on one of its objects (an
         # optimizer's step): its scalars are that object's state, written wherever the job
-        # writes it, not values of this line
+        # writes it, not values of this line; the job's own function that made that value
+        # from the same numbers is where the setting becomes it
+        read = _read_values(
+            case, ledger, hyp, ev, setting, where, differ, timeout_s, deadline, on_status
+        )
+        if read is not None:
+            return read
         return unknown(
             f"the scalar given to {where} differs ({differ[0][0]!r} vs {differ[0][1]!r}) and "
             f"comes from the state of the object {_short(file, case)}:{line} calls ({through}), "
@@ -783,6 +800,40 @@ def read_proven_setting(
             f"other scalars ({shown}), a value that should not depend on the setting"
         )
     return _record(ledger, hyp, ev, Classification.bug, loc, said)
+
+
+def _precision_name(scalar: Any) -> bool:
+    """Whether a dumped scalar names a floating-point precision (``torch.bfloat16``)."""
+    return isinstance(scalar, str) and scalar.lower().removeprefix("torch.") in PRECISIONS
+
+
+def _read_values(
+    case: Case,
+    ledger: Ledger,
+    hyp: Hypothesis,
+    ev: Evidence,
+    setting: str,
+    where: str,
+    differ: list[tuple[Any, Any]],
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None],
+) -> SettingReading | None:
+    """The op's other scalar read through the job's own functions' small values
+    (:mod:`.value_origin`): a function that makes another number from the same numbers,
+    only a choice differing among its inputs, is where the setting becomes that value."""
+    if time.monotonic() >= deadline or not same_program(case):
+        return None
+    origin = value_origin(case, ledger, timeout_s=timeout_s, on_status=on_status)
+    if origin is None:
+        return None
+    text = (
+        f"{setting} exposes a defect: with tensor inputs equal, {where} is given other scalars "
+        f"({differ[0][0]!r} vs {differ[0][1]!r}) from an object's state; "
+        f"{origin_said(origin, case.run_b.cwd)}: a value that should not depend on the setting"
+    )
+    loc = f"{origin.site()} ({origin.function})"
+    return _record(ledger, hyp, ev, Classification.bug, loc, text)
 
 
 def _is_value(scalar: Any, declared: Any) -> bool:

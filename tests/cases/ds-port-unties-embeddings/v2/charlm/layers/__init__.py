@@ -1,0 +1,5 @@
+from .block import DecoderBlock
+from .embedding import TokenEmbedding
+from .output import OutputProjection
+
+__all__ = ["DecoderBlock", "OutputProjection", "TokenEmbedding"]
