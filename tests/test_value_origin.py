@@ -1,0 +1,129 @@
+"""The job's own functions' small values, recorded in real processes and paired across runs:
+which function first makes another number from the same numbers, and at which line.
+
+Each job is a real process: a schedule whose factor is worked out in a tensor of a dtype the
+launch chooses, and a training loop that hands the factor to an optimizer. Nothing is
+patched: the recorder is injected through the launch's patch file, as the workflow does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from triage_agent.call_values import numeric, small
+from triage_agent.job_frames import JobFiles
+from triage_agent.ledger import Ledger
+from triage_agent.records import Case, RunSpec
+from triage_agent.runs import LaunchChanges, materialize_both
+from triage_agent.workflow.value_origin import _reports, find_origin, said, value_origin
+
+SCHEDULE = """
+import torch
+
+
+def make_factor(dtype, warmup):
+    def factor(step):
+        s = torch.tensor(step, dtype=dtype)
+        if step < warmup:
+            return ((s + 1) / warmup).item()
+        return (0.5 * (1 + torch.cos(s / 7))).item()
+
+    return factor
+"""
+
+JOB = """
+import sys
+import torch
+from triage_agent.metrics import MetricLog
+from schedule import make_factor
+
+out, dtype, base = sys.argv[1], getattr(torch, sys.argv[2]), float(sys.argv[3])
+factor = make_factor(dtype, 2)
+
+
+def scaled(step):
+    return base * factor(step)
+
+
+w = torch.ones(4)
+with MetricLog(out, rank=0) as log:
+    for step in range(6):
+        lr = scaled(step)
+        w.mul_(1 - lr)
+        log.log(step, w=w.sum())
+"""
+
+
+def _case(tmp_path: Path, b_dtype: str, b_base: str = "0.1") -> Case:
+    (tmp_path / "schedule.py").write_text(SCHEDULE)
+    (tmp_path / "train.py").write_text(JOB)
+
+    def spec(name: str, dtype: str, base: str) -> RunSpec:
+        launch = [["{python}", "train.py", "{out}", dtype, base]]
+        return RunSpec(name=name, metrics="{out}", launch=launch, cwd=str(tmp_path))
+
+    return Case(
+        run_a=spec("a", "float32", "0.1"),
+        run_b=spec("b", b_dtype, b_base),
+        workspace=str(tmp_path / "ws"),
+        timeout_s=60,
+    )
+
+
+def _recorded(case: Case, tmp_path: Path):
+    a, b = materialize_both(
+        case, tmp_path / "ws", "values", timeout_s=60, changes=LaunchChanges(values=True)
+    )
+    assert a.ok and b.ok, (a.error, b.error)
+    return _reports(a.out_dir)[0], _reports(b.out_dir)[0]
+
+
+def test_the_function_that_turns_a_dtype_into_another_number_and_its_line(tmp_path):
+    case = _case(tmp_path, "bfloat16")
+    calls_a, calls_b = _recorded(case, tmp_path)
+    assert calls_a and all("schedule.py" in c["fn"] or "train.py" in c["fn"] for c in calls_a)
+    o = find_origin(calls_a, calls_b, cwd_a=case.run_a.cwd, cwd_b=case.run_b.cwd)
+    assert o is not None
+    # the warm-up factors are exact in bfloat16: the first other number is the cosine's
+    assert (o.function, o.file, o.call) == ("make_factor.<locals>.factor", "schedule.py", 2)
+    assert o.line == 7 and set(o.line_locals) == {"s"}  # the tensor made in the chosen dtype
+    assert o.choices["dtype"] == ("s:torch.float32", "s:torch.bfloat16")
+    assert o.ret_a != o.ret_b and numeric(o.ret_a)
+    text = said(o, case.run_b.cwd)
+    assert "schedule.py:7 (s = torch.tensor(step, dtype=dtype)" in text
+    assert "bfloat16" in text and "call 2" in text
+    # scaled() receives the other number from factor: a receiver, never the origin
+    assert "scaled" not in text
+
+
+def test_a_number_handed_in_that_differs_is_received_not_made(tmp_path):
+    # B's base rate is another number: every function that computes with it receives the
+    # difference; none makes another number from the same numbers
+    case = _case(tmp_path, "float32", "0.2")
+    calls_a, calls_b = _recorded(case, tmp_path)
+    scaled = [c for c in calls_b if c["fn"].endswith(":scaled")]
+    assert scaled and scaled[0]["in"]["global base"] == small(0.2)
+    assert find_origin(calls_a, calls_b, cwd_a=case.run_a.cwd, cwd_b=case.run_b.cwd) is None
+
+
+def test_the_reading_is_noted_once_and_read_back(tmp_path):
+    case = _case(tmp_path, "bfloat16")
+    ledger = Ledger(case.workspace)
+    o = value_origin(case, ledger, timeout_s=60)
+    assert o is not None and o.function == "make_factor.<locals>.factor"
+    notes = [n for n in ledger.state().notes if "values_read" in n]
+    assert len(notes) == 1 and "returns" in notes[0]["text"]
+    # a resumed workflow reads the note back and launches nothing
+    again = value_origin(case, Ledger(case.workspace), timeout_s=60)
+    assert again == o and len(list((tmp_path / "ws" / "runs" / "a").glob("values-*"))) == 1
+
+
+def test_small_values_carry_their_type_and_frozen_code_is_not_the_jobs():
+    import torch
+
+    assert small(0.5) == "f:0x1.0000000000000p-1" and small(3) == "i:3"
+    assert small(torch.tensor(5.0)) != small(torch.tensor(5.0, dtype=torch.bfloat16))
+    assert small(torch.ones(17)) is None and small([1, 2.0]) == "l:(i:1;f:0x1.0000000000000p+1)"
+    assert small(torch.float16) == "s:torch.float16" and not numeric("s:torch.float16")
+    job = JobFiles()
+    assert not job("<frozen importlib._bootstrap>") and not job("<string>")
