@@ -290,6 +290,7 @@ LAYER_OF = {
     "triage_agent.site_chain": "actions",
     "triage_agent.stated_values": "actions",
     "triage_agent.call_values": "actions",
+    "triage_agent.param_ties": "actions",
     "triage_agent.unique_params": "actions",
     "triage_agent.observed_hooks": "actions",
     "triage_agent.sampler_epochs": "actions",

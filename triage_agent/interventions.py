@@ -69,6 +69,9 @@ One vocabulary for the CLI (``triage rerun --intervene``), the MCP server
                                                           the ranks as the backward accumulates
                                                           them (a parameter left out of data-
                                                           parallel synchronisation)
+``tie-params NAME=NAME[;...]``               ties       the named parameters made one tensor (the
+                                                          first's) before any optimizer takes them
+                                                          (a weight the other run shares)
 ``restore-rng`` / ``restore-scheduler``        policy     the run policies of :mod:`.policies`
 ``restore-cursors`` / ``deterministic``
 ``recompute-state`` / ``rebind-optimizer``
@@ -256,6 +259,18 @@ class SyncGradsIntervention(BaseModel):
     )
 
 
+class TieParamsIntervention(BaseModel):
+    kind: Literal["tie-params"] = "tie-params"
+    groups: list[list[str]] = Field(
+        min_length=1,
+        description="groups of parameter names (the model's own) each made one tensor, the "
+        "first's, before any optimizer takes them",
+    )
+
+    def text(self) -> str:
+        return ";".join("=".join(g) for g in self.groups)
+
+
 class SuppressIntervention(BaseModel):
     kind: Literal["suppress"] = "suppress"
     target: str = Field(pattern=CALLABLE_RE.pattern)
@@ -325,6 +340,7 @@ Intervention = Annotated[
     | RestoreAttrsIntervention
     | RestoreGlobalsIntervention
     | SyncGradsIntervention
+    | TieParamsIntervention
     | SuppressIntervention
     | ReplaceIntervention
     | PolicyIntervention
@@ -338,7 +354,7 @@ FORMS = (
     "env KEY=VALUE, unset KEY, config a.b.c=VALUE, config --flag=VALUE, config --flag, "
     "drop --flag, set torch.NAME=VALUE, suppress pkg.mod:Qual.name[@init|@FILE:LINE], thin pkg.mod:Qual.name[@FILE:LINE]=K, replace pkg.mod:Qual.name=pkg2.mod:func, "
     "isolate-rng pkg.mod:Qual.name, seed-rng pkg.mod:Qual.name, isolate-writes pkg.mod:Qual.name, as-stated pkg.mod:Qual.name=TEXT, copy-returns pkg.mod:Qual.name, pin-seed FILE:LINE=V[,V...], outplace FILE:LINE, fill-empty FILE:LINE, restore-state model|modelK|optimizer|groups|grads|ties|modes|hooks|buffers, "
-    "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], "
+    "restore-attrs pkg.mod:Class.attr=VALUE[,...], restore-globals pkg.mod.NAME=VALUE[,...], sync-grads NAME[,NAME], tie-params NAME=NAME[;NAME=NAME], "
     "restore-rng, restore-cursors, restore-scheduler, deterministic, recompute-state, "
     "rebind-optimizer, keep-saved, unique-params, observe-hooks, advance-epochs, unscale-first, "
     "revert path[,path...]"
@@ -416,6 +432,13 @@ def parse_intervention(text: str) -> Intervention:
             if not params or not all(re.fullmatch(r"\w[\w.]*", p) for p in params):
                 raise _bad(text, "expected sync-grads NAME[,NAME] (parameter names)")
             return SyncGradsIntervention(params=params)
+        if word == "tie-params":
+            groups = [g.split("=") for g in rest.split(";") if g]
+            if not groups or not all(
+                len(g) >= 2 and all(re.fullmatch(r"\w[\w.]*", n) for n in g) for g in groups
+            ):
+                raise _bad(text, "expected tie-params NAME=NAME[;NAME=NAME] (parameter names)")
+            return TieParamsIntervention(groups=groups)
         if word == "restore-globals":
             return RestoreGlobalsIntervention(values=_parse_globals(text, rest))
         if word == "isolate-rng":
@@ -621,6 +644,12 @@ def _forms(iv: Intervention) -> tuple[str, str]:
             text = ",".join(f"{k}={json.dumps(v)}" for k, v in vs.items())
             said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in vs.items())
             return f"restore-globals {text}", f"where the resume is declared: {said}"
+        case TieParamsIntervention():
+            said = "; ".join(" and ".join(g) for g in iv.groups)
+            return (
+                f"tie-params {iv.text()}",
+                f"{said} made one tensor before any optimizer takes them",
+            )
         case SuppressIntervention(target=t, site=site, every=int(k)):
             at = f"@{site}" if site else ""
             where = f" where {site} calls it" if site else ""
@@ -950,6 +979,9 @@ def plan(
         for n in iv.params
     ]
     targets += [
+        f"tie-params {iv.text()}" for iv in interventions if isinstance(iv, TieParamsIntervention)
+    ]
+    targets += [
         iv.target
         for iv in interventions
         if isinstance(
@@ -1015,6 +1047,8 @@ def plan(
                 changes.restore_globals.update(vs)
             case SyncGradsIntervention(params=ps):
                 changes.sync_grads += ps
+            case TieParamsIntervention():
+                changes.tie_params.append(iv.text())
             case SuppressIntervention(target=t, scope=scope, site=site, every=every):
                 changes.patches.append(FunctionPatch(target=t, scope=scope, site=site, every=every))
             case ReplaceIntervention(target=t, replacement=r):

@@ -483,6 +483,11 @@ class PatchFile(BaseModel):
         description="record the small values the job's own functions are handed and return, "
         "line by line (:mod:`.call_values`)",
     )
+    tie_params: list[str] = Field(
+        default_factory=list,
+        description="groups of parameter names made one tensor before any optimizer takes "
+        "them (:mod:`.param_ties`)",
+    )
     report: str = Field(description="JSONL file each process appends its patch events to")
 
 
@@ -833,6 +838,10 @@ def apply_patches(spec: PatchFile) -> None:
         from .stated_values import install as install_follow
 
         install_follow(spec.follow, pending)
+    if spec.tie_params:
+        from .param_ties import install as install_ties
+
+        install_ties(spec.tie_params, spec.report, pending)
     if spec.values:
         from .call_values import install as install_values
 

@@ -114,6 +114,9 @@ class LaunchChanges(BaseModel):
     values: bool = Field(
         default=False, description="the small values the job's own functions see are recorded"
     )
+    tie_params: list[str] = Field(
+        default_factory=list, description="groups of parameter names made one tensor"
+    )
     source_digest: str | None = Field(
         default=None, description="content digest of a prepared source directory the run uses"
     )
@@ -134,6 +137,7 @@ class LaunchChanges(BaseModel):
             or self.follow
             or self.fill_empty
             or self.values
+            or self.tie_params
             or self.source_digest
             or self.described
         )
@@ -757,6 +761,7 @@ def materialize(
         or changes.follow
         or changes.fill_empty
         or changes.values
+        or changes.tie_params
     ):
         spec = PatchFile(
             patches=changes.patches,
@@ -769,6 +774,7 @@ def materialize(
             follow=changes.follow,
             fill_empty=changes.fill_empty,
             values=changes.values,
+            tie_params=changes.tie_params,
             report=str(report),
         )
         (out / "patches.json").write_text(spec.model_dump_json(indent=1))
@@ -837,6 +843,7 @@ def materialize(
         or changes.restore_globals
         or changes.sync_grads
         or changes.fill_empty
+        or changes.tie_params
     ):
         # a patch no process reports is listed too: it never took effect
         listed = [p.target for p in changes.patches]
@@ -846,6 +853,7 @@ def materialize(
         listed += [f"restore-globals {name}" for name in changes.restore_globals]
         listed += [f"sync-grads {name}" for name in changes.sync_grads]
         listed += [f"fill-empty {site}" for site in changes.fill_empty]
+        listed += [f"tie-params {g}" for g in changes.tie_params]
         outcome.patches = {t: {} for t in listed} | patch_events(report)
     if outcome.error is None and not Path(outcome.metrics).exists():
         outcome.error = f"run {run.name!r} finished but wrote no metrics at {outcome.metrics}"

@@ -240,6 +240,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
     from ..grad_sync import REPORT as SYNCED
     from ..observed_hooks import REPORT as OBSERVED
     from ..optimizer_membership import REPORT as REBOUND
+    from ..param_ties import REPORT as TIED
     from ..recompute_state import REPORT as RECOMPUTED
     from ..returned_tensors import REPORT as COPIED
     from ..sampler_epochs import REPORT as ADVANCED
@@ -255,6 +256,7 @@ def _recomputed(arm: Arm, out_dir: str) -> str | None:
         "advance-epochs": ADVANCED,
         "unscale-first": UNSCALED,
         "copy-returns": COPIED,
+        "tie-params": TIED,
     }
     key = arm.intervention.split(" ", 1)[0]
     if key == "sync-grads":

@@ -863,6 +863,65 @@ def membership_arms(diffs: list[PointDiff]) -> list[Arm]:
     return []
 
 
+def tie_arms(recs: dict[str, list[BoundaryRecord]]) -> list[Arm]:
+    """After initialisation one run's model ties a group of parameter names (one tensor) and
+    the other run holds as many parameters of its own, each starting from the tied tensor's
+    bytes, and no others with them (a port that copies a weight instead of sharing it): the
+    copies train apart. ``tie-params`` on the run that holds them apart tests it. Pairing is
+    by the bytes at initialisation, so names a port changed pair too."""
+    out: list[Arm] = []
+    for rank in sorted({r.rank for rs in recs.values() for r in rs}):
+        init = {
+            run: next((r for r in rs if r.rank == rank and r.point == "init"), None)
+            for run, rs in recs.items()
+        }
+        if init.get("a") is None or init.get("b") is None:
+            continue
+        for tied_run, other in (("a", "b"), ("b", "a")):
+            have, apart = init[tied_run].manifest, init[other].manifest  # type: ignore[union-attr]
+            tied_there = {
+                frozenset(g.split("="))
+                for g in _plain_str(apart.scalars.get("model_structure.tied")).split(";")
+                if g
+            }
+            for group in _plain_str(have.scalars.get("model_structure.tied")).split(";"):
+                names = [n for n in group.split("=") if n]
+                entry = next((have.tensors.get(f"model.{n}") for n in names), None)
+                if len(names) < 2 or entry is None:
+                    continue
+                same = sorted(
+                    p.removeprefix("model.")
+                    for p, e in apart.tensors.items()
+                    if p.startswith("model.")
+                    and e.sha256 == entry.sha256
+                    and e.shape == entry.shape
+                )
+                held = [p for p, e in have.tensors.items() if e.sha256 == entry.sha256]
+                if (
+                    len(same) != len(names)
+                    or any(p.removeprefix("model.") not in names for p in held)
+                    or frozenset(same) in tied_there
+                ):
+                    continue  # the bytes are not the tie's alone, or the other run ties them
+                said = " and ".join(same)
+                out.append(
+                    _state_arm(
+                        other,
+                        f"tie-params {'='.join(same)}",
+                        "weight-ties",
+                        f"state:ties ({said} apart in run {other.upper()})",
+                        f"run {tied_run.upper()}'s model shares one tensor between "
+                        f"{' and '.join(names)}; run {other.upper()}'s holds {said} as "
+                        "parameters of their own, each starting from that tensor's bytes: they "
+                        "train apart",
+                        f"ties|{other}|{'='.join(same)}",
+                    )
+                )
+        if out:
+            return out[:2]
+    return out
+
+
 def repeat_arms(diffs: list[PointDiff]) -> list[Arm]:
     """One run's optimizer lists a parameter twice (updated twice by each step) where the
     other run's lists each once: ``unique-params`` on that run tests it."""
@@ -1414,6 +1473,7 @@ def boundary_arms(
     result.arms += structure_arms(result.diffs, recs, k)
     result.arms += membership_arms(result.diffs)
     result.arms += repeat_arms(result.diffs)
+    result.arms += tie_arms(recs)
     result.arms += hook_arms(result.diffs)
     result.arms += scaler_arms(recs)
     result.arms += later_state_arms(result.diffs)

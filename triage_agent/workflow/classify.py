@@ -58,6 +58,7 @@ CLASSIFICATION: dict[str, Classification] = {
     "extra-call": Classification.bug,
     "recompute": Classification.bug,
     "optimizer-membership": Classification.bug,
+    "weight-ties": Classification.bug,
     "draw-source": Classification.bug,
     "seed-value": Classification.bug,
     "inplace-write": Classification.bug,
@@ -114,6 +115,8 @@ FIX_TEXT: dict[str, str] = {
     "optimizer-membership": "build the optimizer after the model is final (every swap, wrap "
     "or conversion of a layer done), or hand it the new parameters: an optimizer holds the "
     "tensors it was given, not the names",
+    "weight-ties": "assign the one Parameter to every module that shares it, as the other run "
+    "does, instead of copying its values: a copy starts equal and trains apart",
     "resume-state": "save that part with the checkpoint and load it into the same object on "
     "resume (by the parameter's name for optimizer state), after everything that rebuilds it",
     "inplace-write": "compute that line out of place (or copy the tensor the in-place write "

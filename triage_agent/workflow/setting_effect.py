@@ -781,6 +781,11 @@ def read_proven_setting(
             if n > 1
             else "depends on object state this function does not write (or its source is unread)"
         )
+        read = _read_values(
+            case, ledger, hyp, ev, setting, where, differ, timeout_s, deadline, on_status
+        )
+        if read is not None:
+            return read
         return unknown(
             f"the scalar given to {where} at {site} differs ({differ[0][0]!r} vs "
             f"{differ[0][1]!r}) and {behind}"
