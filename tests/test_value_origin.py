@@ -78,11 +78,22 @@ def _recorded(case: Case, tmp_path: Path):
     return _reports(a.out_dir)[0], _reports(b.out_dir)[0]
 
 
-def test_the_function_that_turns_a_dtype_into_another_number_and_its_line(tmp_path):
-    case = _case(tmp_path, "bfloat16")
+def test_a_number_handed_in_that_differs_is_received_not_made(tmp_path):
+    # B's base rate is another number: every function that computes with it receives the
+    # difference; none makes another number from the same numbers
+    case = _case(tmp_path, "float32", "0.2")
     calls_a, calls_b = _recorded(case, tmp_path)
-    assert calls_a and all("schedule.py" in c["fn"] or "train.py" in c["fn"] for c in calls_a)
-    o = find_origin(calls_a, calls_b, cwd_a=case.run_a.cwd, cwd_b=case.run_b.cwd)
+    scaled = [c for c in calls_b if c["fn"].endswith(":scaled")]
+    assert scaled and scaled[0]["in"]["global base"] == small(0.2)
+    assert find_origin(calls_a, calls_b, cwd_a=case.run_a.cwd, cwd_b=case.run_b.cwd) is None
+
+
+def test_the_function_that_turns_a_dtype_into_another_number_noted_once_and_read_back(
+    tmp_path,
+):
+    case = _case(tmp_path, "bfloat16")
+    ledger = Ledger(case.workspace)
+    o = value_origin(case, ledger, timeout_s=60)
     assert o is not None
     # the warm-up factors are exact in bfloat16: the first other number is the cosine's
     assert (o.function, o.file, o.call) == ("make_factor.<locals>.factor", "schedule.py", 2)
@@ -94,25 +105,8 @@ def test_the_function_that_turns_a_dtype_into_another_number_and_its_line(tmp_pa
     assert "bfloat16" in text and "call 2" in text
     # scaled() receives the other number from factor: a receiver, never the origin
     assert "scaled" not in text
-
-
-def test_a_number_handed_in_that_differs_is_received_not_made(tmp_path):
-    # B's base rate is another number: every function that computes with it receives the
-    # difference; none makes another number from the same numbers
-    case = _case(tmp_path, "float32", "0.2")
-    calls_a, calls_b = _recorded(case, tmp_path)
-    scaled = [c for c in calls_b if c["fn"].endswith(":scaled")]
-    assert scaled and scaled[0]["in"]["global base"] == small(0.2)
-    assert find_origin(calls_a, calls_b, cwd_a=case.run_a.cwd, cwd_b=case.run_b.cwd) is None
-
-
-def test_the_reading_is_noted_once_and_read_back(tmp_path):
-    case = _case(tmp_path, "bfloat16")
-    ledger = Ledger(case.workspace)
-    o = value_origin(case, ledger, timeout_s=60)
-    assert o is not None and o.function == "make_factor.<locals>.factor"
     notes = [n for n in ledger.state().notes if "values_read" in n]
-    assert len(notes) == 1 and "returns" in notes[0]["text"]
+    assert len(notes) == 1 and text in notes[0]["text"]
     # a resumed workflow reads the note back and launches nothing
     again = value_origin(case, Ledger(case.workspace), timeout_s=60)
     assert again == o and len(list((tmp_path / "ws" / "runs" / "a").glob("values-*"))) == 1
