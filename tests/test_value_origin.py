@@ -15,7 +15,8 @@ from triage_agent.job_frames import JobFiles
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, RunSpec
 from triage_agent.runs import LaunchChanges, materialize_both
-from triage_agent.workflow.value_origin import _reports, find_origin, said, value_origin
+from triage_agent.workflow.tree_narrowing import hunk_lines
+from triage_agent.workflow.value_origin import _reports, find_origin, find_write, said, value_origin
 
 SCHEDULE = """
 import torch
@@ -121,3 +122,70 @@ def test_small_values_carry_their_type_and_frozen_code_is_not_the_jobs():
     assert small(torch.float16) == "s:torch.float16" and not numeric("s:torch.float16")
     job = JobFiles()
     assert not job("<frozen importlib._bootstrap>") and not job("<string>")
+
+
+SCALER_V1 = """class Scaler:
+    def __init__(self, counts):
+        total = sum(counts)
+        self.weights = [total / c for c in counts]
+        self.n = len(counts)
+"""
+
+SCALER_V2 = """class Scaler:
+    def __init__(self, counts):
+        self.n = len(counts)
+        self._setup(counts)
+
+    def _setup(self, counts):
+        self.weights = [self.n / c for c in counts]
+"""
+
+SCALER_JOB = """import sys
+from triage_agent.metrics import MetricLog
+from scaler import Scaler
+
+s = Scaler([2, 3, 5])
+with MetricLog(sys.argv[1], rank=0) as log:
+    log.log(0, w=float(sum(s.weights)))
+"""
+
+
+def test_two_versions_pair_their_writes_by_what_they_write_not_where(tmp_path):
+    for tree, text in (("v1", SCALER_V1), ("v2", SCALER_V2)):
+        (tmp_path / tree).mkdir()
+        (tmp_path / tree / "scaler.py").write_text(text)
+    (tmp_path / "train.py").write_text(SCALER_JOB)
+
+    def spec(name: str, tree: str) -> RunSpec:
+        return RunSpec(
+            name=name,
+            metrics="{out}",
+            cwd=str(tmp_path),
+            env={"PYTHONPATH": tree},
+            launch=[["{python}", "train.py", "{out}"]],
+        )
+
+    case = Case(
+        run_a=spec("a", "v1"), run_b=spec("b", "v2"), workspace=str(tmp_path / "ws"), timeout_s=60
+    )
+    calls_a, calls_b = _recorded(case, tmp_path)
+    w = find_write(calls_a, calls_b, cwd_a=str(tmp_path), cwd_b=str(tmp_path))
+    assert w is not None and (w.cls, w.attr, w.count) == ("Scaler", "weights", 0)
+    # self.n is written alike (3 in both) at other lines: not a difference
+    assert (w.site_a, w.site_b) == ("v1/scaler.py:4", "v2/scaler.py:7")
+    assert "Scaler.weights" in w.said() and "v1/scaler.py:4" in w.said()
+    # a write outside the lines asked about is not named
+    assert (
+        find_write(
+            calls_a, calls_b, cwd_a=str(tmp_path), cwd_b=str(tmp_path), within=lambda f, n: n != 7
+        )
+        is None
+    )
+
+
+def test_hunk_lines_are_the_lines_each_hunk_gives_b():
+    diff = (
+        "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+        "@@ -24,5 +27,3 @@ class X:\n-a\n+b\n+c\n+d\n@@ -40 +45 @@\n-e\n+f\n"
+    )
+    assert hunk_lines([diff]) == {"pkg/m.py": {27, 28, 29, 45}}

@@ -9,7 +9,8 @@ a function defined in the job's own files (:class:`~.job_frames.JobFiles`):
   code names, where the value is small (a number, a string, a dtype, a tensor of at most
   16 elements, a short tuple of those), and of an object among them its small attributes;
 - what it returned, when that is small;
-- each line's small locals that changed when the line ran (the first 400 lines of a call).
+- each line's small locals that changed when the line ran, and of a method the small
+  attributes of its object (``self.NAME``) that line wrote (the first 400 lines of a call).
 
 Two runs' reports, paired call by call, say which function first returns another number
 from the same numbers (:mod:`.workflow.value_origin`). Only reads: nothing here changes a
@@ -101,7 +102,9 @@ class _Recorder:
         self.counts: dict[str, int] = {}
         self.seq = 0
         self.keys: dict[Any, str | None] = {}
-        self.report = BesideMetrics(f"{REPORT_PREFIX}{os.environ.get('RANK', '0')}-{os.getpid()}.json")
+        self.report = BesideMetrics(
+            f"{REPORT_PREFIX}{os.environ.get('RANK', '0')}-{os.getpid()}.json"
+        )
 
     def key(self, code: Any) -> str | None:
         k = self.keys.get(code, False)
@@ -159,16 +162,25 @@ class _Recorder:
             ins, complete = self.inputs(frame)
         except Exception:  # noqa: BLE001 - the recorder must never change the job's course
             return None
+        code = frame.f_code
+        owner = (
+            frame.f_locals.get("self")
+            if code.co_argcount and code.co_varnames[0] == "self"
+            else None
+        )
         call: dict[str, Any] = {"fn": key, "i": n, "in": ins, "complete": complete, "lines": []}
+        if owner is not None:
+            call["cls"] = type(owner).__qualname__
         self.calls.append(call)
-        state = {"last": frame.f_lineno, "seen": self._locals(frame)}
+        state = {"last": frame.f_lineno, "seen": self._locals(frame, owner)}
 
         def local(fr: Any, ev: str, a: Any) -> Any:
             try:
-                now = self._locals(fr)
+                now = self._locals(fr, owner)
                 changed = {k: v for k, v in now.items() if state["seen"].get(k) != v}
                 if changed and len(call["lines"]) < MAX_LINES_PER_CALL:
-                    call["lines"].append([state["last"], changed])
+                    self.seq += 1
+                    call["lines"].append([state["last"], changed, self.seq])
                 state["seen"] = now
                 state["last"] = fr.f_lineno
                 if ev == "return":
@@ -182,12 +194,16 @@ class _Recorder:
         return local
 
     @staticmethod
-    def _locals(frame: Any) -> dict[str, str]:
-        out = {}
+    def _locals(frame: Any, owner: Any = None) -> dict[str, str]:
+        """The frame's small locals, and the small attributes of the method's object
+        (``self.NAME``): a line that writes one shows as that attribute changed."""
+        out: dict[str, str] = {}
         for k, v in frame.f_locals.items():
             t = small(v)
             if t is not None:
                 out[k] = t
+        if owner is not None:
+            _attrs(owner, "self", out)
         return out
 
     def write(self) -> None:

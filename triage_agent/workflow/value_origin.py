@@ -113,7 +113,7 @@ def find_origin(
             continue  # a number handed in differs: the function receives the difference
         file, def_line, qualname = key[0].rsplit(":", 2)
         line, line_locals = None, {}
-        for (la, ch_a), (lb, ch_b) in zip(ca["lines"], cb["lines"], strict=False):
+        for (la, ch_a, *_), (lb, ch_b, *_) in zip(ca["lines"], cb["lines"], strict=False):
             if la != lb:
                 line = lb  # the calls took another path from here
                 break
@@ -140,9 +140,103 @@ def find_origin(
     return None
 
 
+class StateWrite(BaseModel):
+    """The first small attribute of an object of the job's own classes that B writes with
+    another value than A's same write (the same class, attribute and count)."""
+
+    cls: str
+    attr: str
+    count: int
+    site_a: str
+    site_b: str
+    value_a: str
+    value_b: str
+
+    def said(self) -> str:
+        return (
+            f"writes {self.cls}.{self.attr} = {shown(self.value_b)} (write {self.count + 1}; "
+            f"A writes {shown(self.value_a)} at {self.site_a})"
+        )
+
+
+def _writes(calls: list[dict[str, Any]], cwd: str | None) -> list[tuple[int, str, str, str, str]]:
+    """(order, class, attribute, value, file:line) of every change of a method's object's
+    small attribute, in the order the lines ran."""
+    out = []
+    for c in calls:
+        cls = c.get("cls")
+        if cls is None:
+            continue
+        file = under_run(c["fn"].split(":", 1)[0], cwd)
+        for line, changed, *rest in c["lines"]:
+            for k, v in changed.items():
+                if k.startswith("self.") and v:
+                    out.append((rest[0] if rest else 0, cls, k[5:], v, f"{file}:{line}"))
+    return sorted(out)
+
+
+def find_write(
+    calls_a: list[dict[str, Any]],
+    calls_b: list[dict[str, Any]],
+    *,
+    cwd_a: str | None = None,
+    cwd_b: str | None = None,
+    within: Callable[[str, int], bool] = lambda file, line: True,
+) -> StateWrite | None:
+    """The first write of B (in the order B ran), at a line ``within`` accepts, of a small
+    attribute that A's same write (class, attribute, count) gives another value. The two
+    runs may run different code (two versions of a package): writes pair by what they
+    write, not by where."""
+    seen_a: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for _, cls, attr, v, site in _writes(calls_a, cwd_a):
+        seen_a.setdefault((cls, attr), []).append((v, site))
+    count: dict[tuple[str, str], int] = {}
+    for _, cls, attr, v, site in _writes(calls_b, cwd_b):
+        k = count.get((cls, attr), 0)
+        count[(cls, attr)] = k + 1
+        a = seen_a.get((cls, attr), [])
+        if k >= len(a) or a[k][0] == v:
+            continue
+        file, _, line = site.rpartition(":")
+        if not within(file, int(line)):
+            continue
+        return StateWrite(
+            cls=cls, attr=attr, count=k, site_a=a[k][1], site_b=site, value_a=a[k][0], value_b=v
+        )
+    return None
+
+
+def recorded(
+    case: Case,
+    ledger: Ledger,
+    *,
+    timeout_s: float,
+    on_status: Callable[[str], None] = lambda s: None,
+) -> tuple[dict[int, list], dict[int, list]] | None:
+    """Both runs' small values, per rank (launched once; a second call reuses the runs)."""
+    on_status("both runs with the small values of the job's functions recorded")
+    out_a, out_b = materialize_both(
+        case,
+        Path(ledger.workspace),
+        "values",
+        timeout_s=timeout_s,
+        changes=LaunchChanges(values=True, described=["record the job's small values"]),
+    )
+    if not (out_a.ok and out_b.ok):
+        bad = out_a if not out_a.ok else out_b
+        ledger.note(
+            f"the runs with the job's small values recorded did not complete ({bad.error})",
+            level="warning",
+        )
+        return None
+    return _reports(out_a.out_dir), _reports(out_b.out_dir)
+
+
 def said(o: ValueOrigin, cwd: str | None) -> str:
     """The origin in words, with the line's text where the source can be read."""
-    choices = ", ".join(f"{k}: {shown(a)} vs {shown(b)}" for k, (a, b) in list(o.choices.items())[:3])
+    choices = ", ".join(
+        f"{k}: {shown(a)} vs {shown(b)}" for k, (a, b) in list(o.choices.items())[:3]
+    )
     text = ""
     if o.line is not None:
         src = Path(cwd or ".") / o.file if not Path(o.file).is_absolute() else Path(o.file)
@@ -176,24 +270,11 @@ def value_origin(
         if "values_read" in n:
             got = n.get("origin")
             return ValueOrigin.model_validate(got) if got else None
-    on_status("both runs with the small values of the job's functions recorded")
-    out_a, out_b = materialize_both(
-        case,
-        Path(ledger.workspace),
-        "values",
-        timeout_s=timeout_s,
-        changes=LaunchChanges(values=True, described=["record the job's small values"]),
-    )
-    if not (out_a.ok and out_b.ok):
-        bad = out_a if not out_a.ok else out_b
-        ledger.note(
-            f"the runs with the job's small values recorded did not complete ({bad.error})",
-            level="warning",
-            values_read=True,
-            origin=None,
-        )
+    got = recorded(case, ledger, timeout_s=timeout_s, on_status=on_status)
+    if got is None:
+        ledger.note("no value origin read", values_read=True, origin=None)
         return None
-    reps_a, reps_b = _reports(out_a.out_dir), _reports(out_b.out_dir)
+    reps_a, reps_b = got
     origin = None
     for rank in sorted(set(reps_a) & set(reps_b)):
         origin = find_origin(
@@ -215,4 +296,13 @@ def value_origin(
     return origin
 
 
-__all__ = ["ValueOrigin", "find_origin", "said", "shown", "value_origin"]
+__all__ = [
+    "StateWrite",
+    "ValueOrigin",
+    "find_origin",
+    "find_write",
+    "recorded",
+    "said",
+    "shown",
+    "value_origin",
+]

@@ -1,0 +1,1 @@
+"""The job's training code: the step implementations the launcher picks by name."""
