@@ -15,7 +15,7 @@ from triage_agent.job_frames import JobFiles
 from triage_agent.ledger import Ledger
 from triage_agent.records import Case, RunSpec
 from triage_agent.runs import LaunchChanges, materialize_both
-from triage_agent.workflow.tree_narrowing import hunk_lines
+from triage_agent.workflow.hunk_sites import hunk_lines
 from triage_agent.workflow.value_origin import _reports, find_origin, find_write, said, value_origin
 
 SCHEDULE = """

@@ -16,6 +16,7 @@ decision (:mod:`.chooser`), from the moves the proposers (:mod:`.proposers`) off
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -33,6 +34,7 @@ from .classify import CLASSIFICATION, FIX_POLICY
 from .declared import hypothesis_for
 from .extra_writers import writer_arms
 from .fixcheck import bisect_source_change, validate_fix
+from .hunk_sites import place_within
 from .prefetch import Prefetch
 from .setting_effect import read_proven_setting
 from .situation import Situation
@@ -634,6 +636,19 @@ def _narrow(move: Move, sit: Situation, status: Status) -> None:
     )
     if found is None:
         return
+    pair = tree_pair(sit.case, key)
+    if pair is not None and time.monotonic() < sit.deadline:
+        found = place_within(
+            sit.case,
+            sit.ledger,
+            sit.rep,
+            found,
+            pair[2].rstrip("/\\"),
+            sit.trace.evidence if sit.trace is not None else None,
+            timeout_s=sit.opts.timeout_s,
+            deadline=sit.deadline,
+            on_status=lambda m: status("bisect", m),
+        )
     sit.bisect_found = found.hypothesis
     sit.where[found.hypothesis.id] = found.location
     if move.hypothesis:

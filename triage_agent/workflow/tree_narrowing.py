@@ -30,7 +30,6 @@ from ..paths import under_run
 from ..records import Case, Classification, Hypothesis, HypothesisStatus, RunSpec
 from .arms import Arm
 from .fixcheck import SourceChange, bisect_source_change
-from .value_origin import find_write, recorded
 
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".triage")
 
@@ -158,77 +157,7 @@ def narrow_tree_change(
             level="warning",
         )
         return None
-    named = _renamed_reader(ledger, found, b_dir, prefix)
-    if named is not found or named is None:
-        return named
-    return _written_within(case, ledger, found, prefix, timeout_s=timeout_s, on_status=on_status)
-
-
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
-
-
-def hunk_lines(diffs: list[str]) -> dict[str, set[int]]:
-    """B's file (as the tree names it) -> the lines the hunks give it."""
-    out: dict[str, set[int]] = {}
-    for text in diffs:
-        file = None
-        for line in text.splitlines():
-            if line.startswith("+++ "):
-                file = line[4:].removeprefix("b/").strip()
-            elif file and (m := _HUNK.match(line)):
-                start, count = int(m.group(1)), int(m.group(2) or 1)
-                out.setdefault(file, set()).update(range(start, start + count))
-    return out
-
-
-def _written_within(
-    case: Case,
-    ledger: Ledger,
-    found: SourceChange,
-    prefix: str,
-    *,
-    timeout_s: float,
-    on_status: Callable[[str], None],
-) -> SourceChange:
-    """Proven hunks that span several lines: the line among them that first writes a small
-    value of an object's state that A's same write (same class, attribute and count) does
-    not. Both runs are launched once with the job's small values recorded
-    (:mod:`.value_origin`); the hunks stay the proof, the line is where in them the values
-    part."""
-    lines = hunk_lines(found.diffs)
-    if sum(len(v) for v in lines.values()) < 2:
-        return found
-    got = recorded(case, ledger, timeout_s=timeout_s, on_status=on_status)
-    if got is None:
-        return found
-    reps_a, reps_b = got
-
-    def within(file: str, line: int) -> bool:
-        return line in lines.get(file.removeprefix(prefix + "/"), set())
-
-    write = None
-    for rank in sorted(set(reps_a) & set(reps_b)):
-        write = find_write(
-            reps_a[rank], reps_b[rank], cwd_a=case.run_a.cwd, cwd_b=case.run_b.cwd, within=within
-        )
-        if write is not None:
-            break
-    if write is None:
-        ledger.note(
-            "the job's small values, both runs: no line of the proven hunks writes an "
-            "object's small attribute another value than A's same write; the hunks stay the "
-            "place"
-        )
-        return found
-    where = f"{write.site_b} ({write.said()}); {found.location}"
-    ledger.note(
-        f"within the proven hunks, {write.site_b} is the first line whose write of an "
-        f"object's state differs from A's: {write.said()}"
-    )
-    hyp = ledger.update_hypothesis(
-        found.hypothesis.id, rationale=f"{where}. {found.hypothesis.rationale}"
-    )
-    return found.model_copy(update={"hypothesis": hyp, "location": where})
+    return _renamed_reader(ledger, found, b_dir, prefix)
 
 
 def _brought_back(diffs: list[str]) -> list[str]:
