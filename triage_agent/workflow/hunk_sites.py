@@ -31,7 +31,7 @@ from ..records import Case, Evidence
 from .characterize import MismatchReport
 from .classify import ATOMIC_OPS, RANDOM_OPS, parse_op
 from .fixcheck import SourceChange
-from .setting_effect import _event_at, read_traces
+from .setting_effect import FirstDivergence, _event_at, read_traces
 from .stage2 import new_context, trace_and_compare
 from .value_origin import find_write, recorded
 
@@ -88,20 +88,22 @@ def written_within(
     return None
 
 
-def op_site_within(
+def op_site(
     case: Case,
     ledger: Ledger,
     rep: MismatchReport,
-    found: SourceChange,
     trace_ev: Evidence,
     within: Callable[[str, int], bool],
     *,
+    roles: tuple[str, ...] = ("origin",),
     timeout_s: float,
     deadline: float,
     on_status: Callable[[str], None],
-) -> SourceChange | None:
-    """The line among the hunks that the trace's first differing op (equal inputs,
-    different outputs; not a view, a draw or an atomic reduction) is called from in B."""
+) -> tuple[str, FirstDivergence] | None:
+    """B's call site (``file:line`` under B's directory) of the trace's first differing op
+    (of one of ``roles``; not a view, a draw or an atomic reduction) where ``within``
+    accepts it. The op is traced again at its step with its call recorded when the trace
+    did not record it."""
     try:
         data = trace_ev.data_as(TraceCompareData)
     except TypeError:
@@ -111,7 +113,7 @@ def op_site_within(
     first_step = rep.diff.common_steps[0] if rep.diff.common_steps else 0
     d = read_traces(data.trace_dirs["a"], data.trace_dirs["b"], first_step)
     op = parse_op(d.name) if d is not None else None
-    if d is None or d.role != "origin" or op is None or is_view_like(d.name):
+    if d is None or d.role not in roles or op is None or is_view_like(d.name):
         return None
     if op.base in RANDOM_OPS or op.base in ATOMIC_OPS:
         return None
@@ -127,7 +129,7 @@ def op_site_within(
             dump=[d.name],
             digest="both",
         )
-        res, ev = trace_and_compare(ctx, cfg, "hunk op site")
+        res, ev = trace_and_compare(ctx, cfg, "op site")
         if res is None:
             return None
         ledger.add_evidence(ev)
@@ -139,6 +141,36 @@ def op_site_within(
     site = f"{under_run(file, case.run_b.cwd)}:{line}"
     if not line.isdigit() or not within(site.rpartition(":")[0], int(line)):
         return None
+    return site, d
+
+
+def op_site_within(
+    case: Case,
+    ledger: Ledger,
+    rep: MismatchReport,
+    found: SourceChange,
+    trace_ev: Evidence,
+    within: Callable[[str, int], bool],
+    *,
+    timeout_s: float,
+    deadline: float,
+    on_status: Callable[[str], None],
+) -> SourceChange | None:
+    """The line among the hunks that the trace's first differing op (equal inputs,
+    different outputs) is called from in B."""
+    got = op_site(
+        case,
+        ledger,
+        rep,
+        trace_ev,
+        within,
+        timeout_s=timeout_s,
+        deadline=deadline,
+        on_status=on_status,
+    )
+    if got is None:
+        return None
+    site, d = got
     said = (
         f"the first op whose inputs are equal and whose outputs differ, {d.name} at rank "
         f"{d.rank} step {d.step} ({d.scope or '<root>'}), is called from this line"
@@ -189,4 +221,4 @@ def place_within(
     return placed
 
 
-__all__ = ["hunk_lines", "op_site_within", "place_within", "written_within"]
+__all__ = ["hunk_lines", "op_site", "op_site_within", "place_within", "written_within"]

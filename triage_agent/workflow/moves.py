@@ -31,6 +31,7 @@ from ..records import EvidenceResult, Hypothesis, HypothesisStatus
 from .arms import Arm, prior_rerun, try_arm
 from .boundary_state import boundary_arms, order_arms, proven_setting
 from .classify import CLASSIFICATION, FIX_POLICY
+from .counterparts import counterpart_arms
 from .declared import hypothesis_for
 from .extra_writers import writer_arms
 from .fixcheck import bisect_source_change, validate_fix
@@ -65,6 +66,7 @@ What = Literal[
     "bisect",
     "narrow",
     "narrow-files",
+    "read-counterparts",
     "read-writes",
     "read-text",
     "arm",
@@ -147,6 +149,7 @@ def make(move: Move, sit: Situation, status: Status) -> None:
         "bisect": _bisect,
         "narrow": _narrow,
         "narrow-files": _narrow_files,
+        "read-counterparts": _read_counterparts,
         "read-writes": _read_writes,
         "read-text": _read_text,
         "arm": _arm,
@@ -695,6 +698,26 @@ def _narrow_files(move: Move, sit: Situation, status: Status) -> None:
             statement=f"{setting.statement}; it reaches training through "
             f"{found.location.split(' (')[0]}",
         )
+
+
+def _read_counterparts(move: Move, sit: Situation, status: Status) -> None:
+    """A proven setting read through the same-named functions each run alone calls: B with
+    A's in place of its own, the setting kept (:mod:`.counterparts`)."""
+    hyp = sit.state().hypotheses[move.hypothesis or ""]
+    for arm in counterpart_arms(
+        sit.case,
+        sit.ledger,
+        sit.rep,
+        hyp,
+        sit.trace.evidence if sit.trace is not None else None,
+        timeout_s=sit.opts.timeout_s,
+        deadline=sit.deadline,
+        on_status=lambda m: status("setting", m),
+    ):
+        m = arm_move(arm, gain=move.gain, guided=True, why=arm.hypothesis.statement, cost_s=0.0)
+        _arm(m.model_copy(update={"reading": True}), sit, status)
+        if sit.validated(arm.hypothesis.id) is not None:
+            return
 
 
 def _read_text(move: Move, sit: Situation, status: Status) -> None:

@@ -665,6 +665,39 @@ def file_narrowings(sit: Situation) -> list[Move]:
     return out
 
 
+def counterpart_readings(sit: Situation) -> list[Move]:
+    """A proven launch flag or config key the trace could not read, where the two runs may
+    each call a function of the job's own the other never calls (the setting selects one of
+    two implementations): B with A's same-named function in place of its own."""
+    if sit.trace is None or not relaunchable(sit.case) or not same_program(sit.case):
+        return []
+    if any(n.get("counterparts_read") for n in sit.state().notes):
+        return []
+    out: list[Move] = []
+    for h in sit.proven():
+        where = sit.where.get(h.id, "")
+        if not where.startswith("config:") or h.id not in sit.read:
+            continue
+        if h.classification != Classification.unknown or any(p.id != h.id for p in sit.proven()):
+            continue
+        out.append(
+            Move(
+                key=f"read-counterparts|{h.id}",
+                kind="read",
+                what="read-counterparts",
+                said="rerun both runs with the job's small values recorded: the same-named "
+                "functions each run alone calls, and B with A's in place of its own",
+                cost_s=3 * sit.launch_s,
+                gain=POINTED,
+                guided=True,
+                why=f"{h.statement}, proven by {_proof(sit, h)}: the setting may select one of "
+                "two implementations of one role",
+                hypothesis=h.id,
+            )
+        )
+    return out
+
+
 def write_readings(sit: Situation) -> list[Move]:
     """A proven declared difference that is not a numerical setting may reach training
     through a call the code it selects makes: a counter written by that call. Read it by a
@@ -804,6 +837,7 @@ PROPOSERS: tuple[Proposer, ...] = (
     readings,
     narrowings,
     file_narrowings,
+    counterpart_readings,
     write_readings,
     text_readings,
     site_readings,
