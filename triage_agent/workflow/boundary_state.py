@@ -635,19 +635,54 @@ def _state_arm(run: str, intervention: str, category: str, location: str, statem
     )
 
 
-def rng_arms(diffs: list[PointDiff]) -> list[Arm]:
-    """RNG streams a resume did not bring back: restore-rng on the resumed run."""
+# the calls that set a stream's state as a whole (what a resume's restore makes)
+_STREAM_SETTERS = {
+    "torch_cpu": ("torch.set_rng_state", "torch.random.set_rng_state"),
+    "torch_cuda": ("torch.cuda.set_rng_state",),
+    "numpy": ("numpy.random.set_state",),
+    "python": ("random.setstate",),
+}
+
+
+def _stream_set_at(
+    recs: dict[str, list[BoundaryRecord]] | None, run: str, d: PointDiff, streams: list[str]
+) -> str | None:
+    """The job's line where the resumed process set one of ``streams`` as a whole, before
+    the boundary ``d`` compares (the restore that put back another state), if it did."""
+    for r in (recs or {}).get(run, []):
+        if r.point != d.point or r.rank != d.rank:
+            continue
+        for seed in r.seeds:
+            for stream in streams:
+                setters = next((v for k, v in _STREAM_SETTERS.items() if stream.startswith(k)), ())
+                if seed.fn in setters and seed.caller:
+                    return f"{seed.caller.split(' (')[0]} (sets {stream} in the resumed process)"
+    return None
+
+
+def rng_arms(
+    diffs: list[PointDiff], recs: dict[str, list[BoundaryRecord]] | None = None
+) -> list[Arm]:
+    """RNG streams a resume did not bring back: restore-rng on the resumed run. Where the
+    resumed process set such a stream as a whole (its restore), that line is the place:
+    it put back another state than the saving process had."""
     for d in diffs:
         if " saved vs " not in d.between or not d.differs("rng"):
             continue
         run = d.between[0].lower()
         streams = ", ".join(d.differs("rng"))
+        set_at = _stream_set_at(recs, run, d, d.differs("rng"))
         statement = (
             f"run {run.upper()}'s RNG streams {streams} after step "
             f"{d.point.removeprefix('after-')} differ between the process that saved "
             "them and the one that resumed from them: the resume does not restore them"
+            + (
+                f" (the resumed process sets them at {set_at.split(' (')[0]}, to another state)"
+                if set_at
+                else ""
+            )
         )
-        where = f"state:rng ({streams} not restored on resume)"
+        where = set_at or f"state:rng ({streams} not restored on resume)"
         return [
             _state_arm(
                 run, "restore-rng", "rng-state", where, statement, f"resume-rng|{run}|{streams}"
@@ -1466,7 +1501,7 @@ def boundary_arms(
     if k is not None:
         result.arms, result.said = writer_arms(case, recs, k, result.diffs, outs)
     result.arms = setting_arms(result.diffs) + result.arms
-    result.arms += rng_arms(result.diffs) + scheduler_arms(case, result.diffs)
+    result.arms += rng_arms(result.diffs, recs) + scheduler_arms(case, result.diffs)
     result.arms += cursor_arms(recs, k)
     result.arms += epoch_arms(case, recs, k)
     result.arms += part_arms(case, result.diffs)
