@@ -3,7 +3,8 @@
 A launch flag that picks a class or a function (``--step-impl fused`` choosing one trainer
 step over another, in the same file or another) makes each run call a function of the job's
 own that the other run never calls. When the two have the same name (the same method of two
-classes, a function of two modules), the one B calls is the counterpart of the one A calls.
+classes, a function of two modules), or each run alone calls just one function (``train_step``
+and ``train_step_v2``), the one B calls is the counterpart of the one A calls.
 Run B is launched with A's counterpart in place of its own (``replace``), the setting as B
 has it: every step matching proves the difference is made inside B's function.
 
@@ -13,7 +14,8 @@ two runs' op streams first part, when it lies in that function's lines
 (:func:`.hunk_sites.op_site`); else its ``def`` line.
 
 Limits: functions of the launched script (``__main__``) cannot be replaced by name; a name
-that more than one function of one run carries is left alone.
+that more than one function of one run carries is left alone, and so are differently named
+functions when either run alone calls more than one.
 """
 
 from __future__ import annotations
@@ -80,10 +82,19 @@ def counterpart_arms(
     for keys, side in ((only_a, 0), (only_b, 1)):
         for k in keys:
             by_name.setdefault(k.rsplit(":", 1)[1].split(".")[-1], ([], []))[side].append(k)
+    pairs = [
+        (in_a, in_b)
+        for name, (in_a, in_b) in sorted(by_name.items())
+        if len(in_a) == 1 and len(in_b) == 1 and not name.startswith("<")
+    ]
+    left_a = sorted(only_a - {p[0][0] for p in pairs})
+    left_b = sorted(only_b - {p[1][0] for p in pairs})
+    if not pairs and len(left_a) == 1 and len(left_b) == 1:
+        # one function each run alone calls, named apart (train_step, train_step_v2): the
+        # two implementations of the one role the setting chooses between
+        pairs.append((left_a, left_b))
     arms: list[Arm] = []
-    for name, (in_a, in_b) in sorted(by_name.items()):
-        if len(in_a) != 1 or len(in_b) != 1 or name.startswith("<"):
-            continue
+    for in_a, in_b in pairs:
         file_a, _, qual_a = in_a[0].rpartition(":")
         file_b, _, qual_b = in_b[0].rpartition(":")
         (file_a, line_a), (file_b, line_b) = file_a.rsplit(":", 1), file_b.rsplit(":", 1)
