@@ -117,7 +117,11 @@ def op_site(
         return None
     if op.base in RANDOM_OPS or op.base in ATOMIC_OPS:
         return None
-    caller = d.caller_b or d.caller
+    structural = d.role == "structural"
+    if structural and d.in_b is None:
+        return None  # B executes nothing where the streams part: no op of B's to place
+    name = d.in_b[1] if structural and d.in_b is not None else d.name
+    caller = d.caller_b if structural else (d.caller_b or d.caller)
     if caller is None:
         ctx = new_context(
             case, ledger, rep, timeout_s=timeout_s, deadline=deadline, on_status=on_status
@@ -126,14 +130,14 @@ def op_site(
             out_dir=Path(ledger.workspace) / "unused",
             steps=(max(d.step, 0), max(d.step, 0)),
             level="op",
-            dump=[d.name],
+            dump=[name],
             digest="both",
         )
         res, ev = trace_and_compare(ctx, cfg, "op site")
         if res is None:
             return None
         ledger.add_evidence(ev)
-        e = _event_at(ev.data_as(TraceCompareData).trace_dirs["b"], d, "caller")
+        e = _event_at(ev.data_as(TraceCompareData).trace_dirs["b"], d, "caller", b=structural)
         caller = getattr(e, "caller", None)
     if not caller:
         return None
@@ -164,6 +168,7 @@ def op_site_within(
         rep,
         trace_ev,
         within,
+        roles=("origin", "structural"),
         timeout_s=timeout_s,
         deadline=deadline,
         on_status=on_status,
@@ -174,6 +179,10 @@ def op_site_within(
     said = (
         f"the first op whose inputs are equal and whose outputs differ, {d.name} at rank "
         f"{d.rank} step {d.step} ({d.scope or '<root>'}), is called from this line"
+        if d.role == "origin"
+        else f"B's first op where the two runs' op streams part, "
+        f"{d.in_b[1] if d.in_b else d.name} at rank {d.rank} step {d.step}, is called from "
+        "this line"
     )
     return _placed(ledger, found, site, said)
 

@@ -153,6 +153,11 @@ class FirstDivergence(BaseModel):
         description="compiled regions of the step, set aside from the op streams: ops one run "
         "executes inside a region are not missing from the other, which ran them compiled",
     )
+    in_b: tuple[str, str, int] | None = Field(
+        default=None,
+        description="structural: B's first op of its differing part (scope, op, call), where B "
+        "has one",
+    )
 
     @classmethod
     def at(
@@ -197,12 +202,17 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
     spot, or a digest that says nothing, is passed over)."""
     codes = _opcodes(ea, eb)
     seen: set[str | None] = {None}  # every output of the equal events so far
-    for n, (tag, i1, i2, j1, _j2) in enumerate(codes):
+    for n, (tag, i1, i2, j1, j2) in enumerate(codes):
         if tag != "equal":
             ev = ea[i1] if i1 < i2 else eb[j1]
             parted = _parted(codes[n:], ea, eb, ev.step)
             dtypes = _parted_dtypes(codes[n:], ea, eb, ev.step)
-            return FirstDivergence.at(ev, "structural", rank, i1, parted, dtypes=dtypes)
+            d = FirstDivergence.at(ev, "structural", rank, i1, parted, dtypes=dtypes)
+            if j1 < j2:
+                b = eb[j1]
+                d.in_b = (b.scope, b.name, b.call)
+                d.caller_b = b.caller
+            return d
         for k in range(i2 - i1):
             a, b = ea[i1 + k], eb[j1 + k]
             if a.outputs == b.outputs or _unreadable(a) or _unreadable(b):
@@ -580,17 +590,17 @@ def _metric_ulps(rep: MismatchReport) -> float:
     return max(ulps) if ulps else math.inf
 
 
-def _event_at(trace_dir: str, d: FirstDivergence, want: str) -> Any:
-    """The event of one run's trace at the divergence (its step, scope, op and call) that
-    carries ``want`` ("dump" or "caller"), or None."""
+def _event_at(trace_dir: str, d: FirstDivergence, want: str, *, b: bool = False) -> Any:
+    """The event of one run's trace at the divergence (its step, scope, op and call; with
+    ``b``, B's first op of its differing part where the divergence records one) that carries
+    ``want`` ("dump" or "caller"), or None."""
     run = load_run(trace_dir)
     stream = run.ranks.get(d.rank)
     if stream is None:
         return None
+    scope, name, call = d.in_b if b and d.in_b is not None else (d.scope, d.name, d.call)
     for e in stream.events(0, len(stream)):
-        if (e.step, e.scope, e.name, e.call) == (d.step, d.scope, d.name, d.call) and getattr(
-            e, want
-        ):
+        if (e.step, e.scope, e.name, e.call) == (d.step, scope, name, call) and getattr(e, want):
             return e
     return None
 
