@@ -210,7 +210,7 @@ def first_divergence(rank: int, ea: list[Any], eb: list[Any]) -> FirstDivergence
             d = FirstDivergence.at(ev, "structural", rank, i1, parted, dtypes=dtypes)
             # B's first op of its part that computes (a view only aliases); where B runs
             # nothing there (A runs ops B skips), the op B goes on with instead
-            part_b = eb[j1:j2] if j1 < j2 else [e for e in eb[j1:] if e.step == ev.step][:1]
+            part_b = eb[j1:j2] if j1 < j2 else [e for e in eb[j1:] if e.step == ev.step]
             b = next((e for e in part_b if not is_view_like(e.name)), None)
             if b is not None:
                 d.in_b = (b.scope, b.name, b.call)
