@@ -668,11 +668,15 @@ def file_narrowings(sit: Situation) -> list[Move]:
 def counterpart_readings(sit: Situation) -> list[Move]:
     """A proven launch flag or config key the trace could not read, where the two runs may
     each call a function of the job's own the other never calls (the setting selects one of
-    two implementations): B with A's same-named function in place of its own."""
+    two implementations): B with A's same-named function in place of its own. Where each run
+    calls into a file the other never does, the files' hunks are bisected instead
+    (:func:`file_narrowings`), which names the changed line."""
     if sit.trace is None or not relaunchable(sit.case) or not same_program(sit.case):
         return []
     if any(n.get("counterparts_read") for n in sit.state().notes):
         return []
+    if sit.selected_files() is not None:
+        return []  # the setting selects a file: its hunks against the other's say the line
     out: list[Move] = []
     for h in sit.proven():
         where = sit.where.get(h.id, "")
