@@ -630,6 +630,20 @@ def narrowings(sit: Situation) -> list[Move]:
     return out
 
 
+def _unclassified_settings(sit: Situation) -> list[Hypothesis]:
+    """The proven flag or config key, read from the trace and left neither a policy nor a
+    defect, when nothing else is proven (a reading that proved a place ends the search)."""
+    proven = sit.proven()
+    return [
+        h
+        for h in proven
+        if sit.where.get(h.id, "").startswith("config:")
+        and h.id in sit.read
+        and h.classification == Classification.unknown
+        and all(p.id == h.id for p in proven)
+    ]
+
+
 def file_narrowings(sit: Situation) -> list[Move]:
     """A proven flag or config key that the reading of the trace could not classify, where
     each run calls into one file of the job's own that the other never does (the setting
@@ -638,12 +652,8 @@ def file_narrowings(sit: Situation) -> list[Move]:
     if sit.trace is None or not relaunchable(sit.case):
         return []
     out: list[Move] = []
-    for h in sit.proven():
+    for h in _unclassified_settings(sit):
         where = sit.where.get(h.id, "")
-        if not where.startswith("config:") or h.id not in sit.read:
-            continue
-        if h.classification != Classification.unknown or any(p.id != h.id for p in sit.proven()):
-            continue  # read as a policy or a defect, or a reading already proved a place
         pair = sit.selected_files()
         if pair is None:
             continue
@@ -678,12 +688,7 @@ def counterpart_readings(sit: Situation) -> list[Move]:
     if sit.selected_files() is not None:
         return []  # the setting selects a file: its hunks against the other's say the line
     out: list[Move] = []
-    for h in sit.proven():
-        where = sit.where.get(h.id, "")
-        if not where.startswith("config:") or h.id not in sit.read:
-            continue
-        if h.classification != Classification.unknown or any(p.id != h.id for p in sit.proven()):
-            continue
+    for h in _unclassified_settings(sit):
         out.append(
             Move(
                 key=f"read-counterparts|{h.id}",
